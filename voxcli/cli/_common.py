@@ -1,0 +1,81 @@
+"""Shared CLI plumbing: global options, error -> exit code mapping, options.
+
+Every command body runs inside `guarded()`, so a `VoxError` becomes one
+`voxcli: error: ...` line (plus `hint: ...`) and its exit code, Ctrl-C becomes
+exit 130 and a closed stdout pipe ends quietly, whether the app is run as the
+console script or through typer's CliRunner in tests.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, TypeVar
+
+import typer
+
+from voxcli.errors import ExitCode, VoxError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class GlobalOptions:
+    """Options given before the subcommand (`voxcli --debug speak ...`)."""
+
+    debug: bool = False
+    offline: bool = False
+
+
+STATE = GlobalOptions()
+
+
+def err(message: str) -> None:
+    """Write a human line to stderr (never stdout: stdout is for data)."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def report_error(message: str, hint: str | None = None) -> None:
+    err(f"voxcli: error: {message}")
+    if hint:
+        err(f"hint: {hint}")
+
+
+def _quiet_broken_pipe() -> None:
+    # Point stdout at devnull so the interpreter's final flush cannot raise again.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def guarded(fn: F) -> F:
+    """Decorator for command bodies: map exceptions to one line and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except VoxError as e:
+            if STATE.debug:
+                traceback.print_exc()
+            report_error(e.message, e.hint)
+            raise typer.Exit(int(e.exit_code)) from None
+        except KeyboardInterrupt:
+            err("voxcli: interrupted")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+            raise typer.Exit(0) from None
+        except Exception as e:  # noqa: BLE001 - the last line of defence
+            if STATE.debug:
+                traceback.print_exc()
+            report_error(f"internal error: {type(e).__name__}: {e}", "run with --debug for a traceback and report it")
+            raise typer.Exit(int(ExitCode.ERROR)) from None
+
+    return wrapper  # type: ignore[return-value]

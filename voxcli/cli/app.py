@@ -1,0 +1,88 @@
+"""The `voxcli` typer app: global options and the list of subcommands.
+
+Subcommands live in their own modules; each exposes `register(app)`. This
+module only wires them up and maps failures to exit codes (see `_common`).
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Annotated, Optional
+
+import click
+import typer
+
+from voxcli import __version__
+from voxcli.cli._common import STATE, report_error
+from voxcli.errors import ExitCode
+
+HELP = """\
+On-device streaming speech: speak text while it is still arriving, transcribe
+speech while it is still being spoken. No cloud, no GPU.
+
+[bold]Examples[/bold]
+
+  voxcli speak "Hello there. This is voxcli."          speak on the speaker
+  voxcli speak "Hello." -o hello.wav                   write a WAV file
+  some-llm | voxcli speak - --raw | aplay -r 22050 -f S16_LE
+  voxcli transcribe meeting.wav                        print a transcript
+  voxcli transcribe --live                             live captions from the mic
+  voxcli pull --defaults                               install the default models
+"""
+
+app = typer.Typer(
+    name="voxcli",
+    help=HELP,
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    add_completion=True,
+)
+
+# Modules under voxcli.cli that define `register(app)`, in help order.
+COMMAND_MODULES = [
+
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"voxcli {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global(
+    version: Annotated[
+        Optional[bool],
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    offline: Annotated[
+        bool,
+        typer.Option("--offline", envvar="VOXCLI_OFFLINE", help="Never download; fail (exit 3) if a model is missing."),
+    ] = False,
+) -> None:
+    STATE.debug = debug
+    STATE.offline = offline
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"voxcli.cli.{_name}").register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    try:
+        rv = app(args=argv, prog_name="voxcli", standalone_mode=False)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(int(ExitCode.INTERRUPTED))
+    except click.exceptions.ClickException as e:
+        report_error(e.format_message(), "see `voxcli --help`" if e.exit_code == 2 else None)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(int(ExitCode.INTERRUPTED))
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,145 @@
+"""The event vocabulary shared by the library, the CLI views and `--json` lines.
+
+Every stream voxcli produces is a sequence of these dataclasses; `to_json()`
+gives the same field names the rich views show, so a shell script and a CI job
+read exactly what a person sees.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+import numpy as np
+
+ChunkKind = Literal["audio", "final", "cancelled"]
+ProgressPhase = Literal["resolve", "download", "verify", "extract", "ready"]
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return None  # audio never goes into JSON lines; `samples` says how much
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class _Event:
+    event: str = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"event": self.event}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                out["samples"] = int(v.size)
+                continue
+            if hasattr(v, "to_dict"):
+                v = v.to_dict()
+            elif hasattr(v, "__dataclass_fields__"):
+                v = asdict(v)
+            out[f.name] = _jsonable(v)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class StreamStats(_Event):
+    """Metrics of one finished (or cancelled) audio stream."""
+
+    ttfa_s: float | None
+    """Stream start (or first `send`) to the first audio chunk; None if no audio."""
+    rtf: float
+    """Synthesis time / audio time; below 1 means faster than real time."""
+    audio_s: float
+    """Seconds of audio produced."""
+    total_s: float
+    """Stream start to the final chunk."""
+    chunks: int
+    """Audio chunks emitted (the sentinel not counted)."""
+    underruns: int
+    """Times a real-time player would have run dry waiting for the next chunk."""
+    underrun_s: float = 0.0
+    """Total length of those holes."""
+    event = "stats"
+
+
+@dataclass(frozen=True, eq=False)
+class AudioChunk(_Event):
+    """A piece of synthesized audio, or the stream's final/cancelled sentinel."""
+
+    audio: np.ndarray
+    """float32 mono in [-1, 1]; empty for the sentinel."""
+    sample_rate: int
+    index: int
+    is_final: bool = False
+    kind: ChunkKind = "audio"
+    text: str = ""
+    """The text this audio speaks (the chunk's share of it)."""
+    t_emit: float = 0.0
+    """Seconds since stream start when the chunk was emitted."""
+    synth_s: float = 0.0
+    """Seconds of compute that produced this chunk."""
+    stats: StreamStats | None = None
+    """Only on the final/cancelled sentinel."""
+    event = "chunk"
+
+    @property
+    def duration_s(self) -> float:
+        return self.audio.size / float(self.sample_rate) if self.sample_rate else 0.0
+
+
+@dataclass(frozen=True)
+class Caption(_Event):
+    """A live transcript update: `stable` only ever grows within an utterance."""
+
+    stable: str
+    volatile: str
+    is_final: bool
+    t_audio: float
+    """Seconds of audio received when this caption was decided."""
+    t_emit: float
+    """Seconds since stream start when the caption was emitted."""
+    utterance: int = 0
+    event = "caption"
+
+
+@dataclass(frozen=True)
+class TextDelta(_Event):
+    """A piece of text from an LLM or from stdin."""
+
+    text: str
+    index: int
+    is_final: bool = False
+    metrics: dict[str, float] = field(default_factory=dict)
+    """On the final delta of an LLM stream: ttft_s, prompt_tokens, tokens, tokens_per_s, total_s."""
+    event = "delta"
+
+
+@dataclass(frozen=True)
+class Progress(_Event):
+    """Progress of a long operation (pull): `done`/`total` in bytes or files."""
+
+    phase: ProgressPhase
+    done: int = 0
+    total: int | None = None
+    model: str = ""
+    detail: str = ""
+    event = "progress"
+
+
+@dataclass(frozen=True)
+class Word(_Event):
+    """A recognized word with its time span in the decoded buffer (seconds)."""
+
+    text: str
+    start: float
+    end: float
+    prob: float = 1.0
+    event = "word"
