@@ -1,0 +1,59 @@
+"""Language models behind `voxcli chat`: one factory, two kinds of client.
+
+`open_llm(url=...)` gives the OpenAI-compatible HTTP client; without a URL
+(or with `url="local"`) it gives the on-device model (`voxcli.llm.local`),
+so `voxcli chat` works offline by default. Both implement
+`voxcli.llm.base.LLMClient`. Imports are lazy: choosing the HTTP client never
+loads the on-device model's code, and `import voxcli.llm` costs nothing.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from voxcli.errors import LLMError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from voxcli.llm.base import LLMClient
+
+LOCAL = "local"
+
+
+def open_llm(
+    url: str | None = None,
+    model: str | None = None,
+    *,
+    api_key_env: str | None = None,
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    connect_timeout: float | None = None,
+    first_token_timeout: float | None = None,
+    **local_options: Any,
+) -> "LLMClient":
+    """An LLM client: HTTP when `url` is an http(s) URL, the on-device model otherwise."""
+    if url and url != LOCAL:
+        from voxcli.llm.openai_compat import LLMTimeouts, OpenAICompatClient
+
+        t = LLMTimeouts()
+        timeouts = LLMTimeouts(
+            connect=connect_timeout if connect_timeout is not None else t.connect,
+            first_token=first_token_timeout if first_token_timeout is not None else t.first_token,
+        )
+        return OpenAICompatClient(
+            url, model, api_key_env=api_key_env, timeouts=timeouts, max_tokens=max_tokens, temperature=temperature
+        )
+    try:
+        from voxcli.llm import local
+    except ImportError as e:
+        raise LLMError(
+            f"the on-device LLM is not available ({e})",
+            hint="pass --llm-url http://HOST:PORT/v1 to use an OpenAI-compatible server",
+        ) from None
+    opener = getattr(local, "open_local_llm", None)
+    if opener is not None:
+        return opener(model=model, max_tokens=max_tokens, temperature=temperature, **local_options)
+    kwargs: dict[str, Any] = dict(local_options)
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    return local.LocalLLM.load(model, **kwargs) if hasattr(local.LocalLLM, "load") else local.LocalLLM(model, **kwargs)
