@@ -1,0 +1,180 @@
+"""Moonshine (tiny, English) speech recognition on onnxruntime.
+
+Moonshine's encoder reads raw 16 kHz samples (no mel front end) and its cost
+grows with the audio length, which is what makes re-decoding a growing buffer
+every few hundred milliseconds affordable (see MODELS.md: 107 ms for 4 s).
+The merged decoder carries its own KV cache: the first step computes the
+cross-attention keys/values from the encoder output, later steps reuse them
+(`use_cache_branch`) and only extend the self-attention cache.
+
+Moonshine emits text without timestamps. `transcribe` therefore spreads the
+words over the buffer in proportion to their character offsets: good enough
+for display and for choosing a cut region, not for subtitles.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import numpy as np
+
+from voxcli.errors import ModelNotFoundError, UsageError
+from voxcli.events import Word
+
+SAMPLE_RATE: Final = 16000
+ENCODER_FILE: Final = "encoder_model.ort"
+DECODER_FILE: Final = "decoder_model_merged.ort"
+TOKENIZER_FILE: Final = "tokenizer.json"
+
+# Greedy decoding can loop ("fail again fail again ..."); speech rarely runs
+# above ~4 tokens/s, so 6.5/s + 10 bounds a runaway without cutting real text.
+TOKENS_PER_SECOND: Final = 6.5
+TOKEN_SLACK: Final = 10
+# The encoder's convolution stack needs at least this many samples (127 + 64*9).
+MIN_SAMPLES: Final = 1024
+
+
+@dataclass(frozen=True)
+class DecoderShape:
+    """Geometry of the decoder KV cache, read from the graph's inputs."""
+
+    layers: int
+    heads: int
+    head_dim: int
+
+
+def _session(path: Path, threads: int | None):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+class MoonshineASR:
+    """The `ASREngine` for Moonshine: `transcribe(audio) -> list[Word]`.
+
+    Not thread-safe per instance in the sense that one decode runs at a time;
+    the streamer owns a single worker that calls it serially.
+    """
+
+    sample_rate: int = SAMPLE_RATE
+    name: str = "moonshine-tiny-en"
+    bos_id: int = 1
+    eos_id: int = 2
+
+    def __init__(self, encoder, decoder, tokenizer, name: str = "moonshine-tiny-en") -> None:
+        self.encoder = encoder
+        self.decoder = decoder
+        self.tokenizer = tokenizer
+        self.name = name
+        self._enc_inputs = {i.name for i in encoder.get_inputs()}
+        self._dec_inputs = {i.name for i in decoder.get_inputs()}
+        self._cache_names = sorted(
+            (i.name for i in decoder.get_inputs() if i.name.startswith("past_key_values.")),
+            key=_cache_key,
+        )
+        first = next(i for i in decoder.get_inputs() if i.name.startswith("past_key_values."))
+        layers = len({n.split(".")[1] for n in self._cache_names})
+        self.shape = DecoderShape(layers=layers, heads=int(first.shape[1]), head_dim=int(first.shape[3]))
+        self._out_names = [o.name for o in decoder.get_outputs()]
+
+    @classmethod
+    def load(cls, directory: Path, *, threads: int | None = None, name: str = "moonshine-tiny-en") -> "MoonshineASR":
+        """Load the two `.ort` graphs and `tokenizer.json` from one directory."""
+        from tokenizers import Tokenizer
+
+        directory = Path(directory)
+        missing = [f for f in (ENCODER_FILE, DECODER_FILE, TOKENIZER_FILE) if not (directory / f).is_file()]
+        if missing:
+            raise ModelNotFoundError(
+                f"{name}: missing {', '.join(missing)} in {directory}",
+                hint=f"voxcli pull {name}",
+            )
+        return cls(
+            _session(directory / ENCODER_FILE, threads),
+            _session(directory / DECODER_FILE, threads),
+            Tokenizer.from_file(str(directory / TOKENIZER_FILE)),
+            name=name,
+        )
+
+    @staticmethod
+    def max_tokens(samples: int) -> int:
+        """Token budget for a buffer: about 6.5 per second of audio plus slack."""
+        return int(math.ceil(TOKENS_PER_SECOND * samples / SAMPLE_RATE)) + TOKEN_SLACK
+
+    def encode(self, audio: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(audio, dtype=np.float32)[None, :]
+        feeds = {"input_values": x}
+        if "attention_mask" in self._enc_inputs:
+            feeds["attention_mask"] = np.ones_like(x, dtype=np.int64)
+        return self.encoder.run(None, feeds)[0]
+
+    def generate(self, audio: np.ndarray) -> list[int]:
+        """Greedy token ids (without BOS/EOS) for one buffer of 16 kHz audio."""
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if audio.size < MIN_SAMPLES:
+            audio = np.pad(audio, (0, MIN_SAMPLES - audio.size))
+        hidden = self.encode(audio)
+        s = self.shape
+        empty = np.zeros((1, s.heads, 0, s.head_dim), dtype=np.float32)
+        cache = {name: empty for name in self._cache_names}
+        mask = None
+        if "encoder_attention_mask" in self._dec_inputs:
+            # The graph downsamples this mask itself: it is per audio sample, not per frame.
+            mask = np.ones((1, audio.size), dtype=np.int64)
+        tokens: list[int] = []
+        ids = np.array([[self.bos_id]], dtype=np.int64)
+        for step in range(self.max_tokens(audio.size)):
+            feeds = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([step > 0]), **cache}
+            if mask is not None:
+                feeds["encoder_attention_mask"] = mask
+            logits, *present = self.decoder.run(self._out_names, feeds)
+            token = int(logits[0, -1].argmax())
+            if token == self.eos_id:
+                break
+            tokens.append(token)
+            ids = np.array([[token]], dtype=np.int64)
+            # The encoder (cross-attention) cache is computed on the first step only.
+            for name, value in zip(self._cache_names, present):
+                if step == 0 or ".decoder." in name:
+                    cache[name] = value
+        return tokens
+
+    def text(self, audio: np.ndarray) -> str:
+        return self.tokenizer.decode(self.generate(audio), skip_special_tokens=True).strip()
+
+    def transcribe(self, audio: np.ndarray, prompt: str | None = None) -> list[Word]:
+        """Words of one buffer (up to ~30 s). `prompt` is ignored: Moonshine has none.
+
+        Word times are estimates: the buffer duration split in proportion to
+        character offsets (Moonshine gives no timestamps). `prob` is 1.0.
+        """
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        if audio.ndim != 1:
+            raise UsageError("ASR input must be mono")
+        return words_with_estimated_times(self.text(audio), audio.size / SAMPLE_RATE)
+
+
+def words_with_estimated_times(text: str, duration: float) -> list[Word]:
+    """Split text into Words placed over `duration` by character offset."""
+    parts = text.split()
+    total = sum(len(p) + 1 for p in parts) or 1
+    out: list[Word] = []
+    pos = 0
+    for p in parts:
+        start = duration * pos / total
+        pos += len(p) + 1
+        out.append(Word(text=p, start=round(start, 3), end=round(duration * pos / total, 3)))
+    return out
+
+
+def _cache_key(name: str) -> tuple[int, int, int]:
+    # past_key_values.{layer}.{decoder|encoder}.{key|value}, ordered like the outputs present.*
+    _, layer, part, kv = name.split(".")
+    return int(layer), 0 if part == "decoder" else 1, 0 if kv == "key" else 1
