@@ -1,0 +1,243 @@
+"""Incremental text chunking for streaming TTS: emit speakable pieces as soon as they are safe.
+
+Why incremental and deterministic: text arrives in arbitrary deltas (LLM tokens,
+bytes from a pipe), and the first audio should start after the first clause,
+not after the whole answer. A cut may only be decided once the characters that
+decide it have arrived (a "." is a sentence end only if the next non-space
+character says so), and it is decided from the text alone, never from where a
+delta happened to end: so the chunks are the same however the text was cut,
+and their concatenation is exactly the input (whitespace stays with the chunk
+it follows).
+
+Algorithm in one line: scan forward from the last undecided position; at each
+punctuation or whitespace run, wait until the next non-space character (or the
+end) is known, then cut after the run if the rule for this chunk allows it.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Final
+
+SENTENCE_END: Final = frozenset(".!?…")
+CLAUSE_END: Final = frozenset(",;:—–")
+CLOSERS: Final = frozenset("\"')]}»”’")
+
+#: Abbreviations after which a "." never ends a sentence (titles, Latin, "vs.").
+NEVER_END: Final = frozenset(
+    "mr mrs ms dr prof st sr jr rev gen col capt lt sgt hon mt ft vs e.g i.e cf approx ca viz".split()
+)
+#: Abbreviations that do not end a sentence when a number follows ("No. 5", "p. 12").
+BEFORE_NUMBER: Final = frozenset("no nos nr p pp fig figs vol ch sec art op eq ex".split())
+_DOTTED: Final = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S, e.g, a.m, i.e
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\ufeff]")
+_MARKUP: Final = re.compile(r"</?[A-Za-z][^<>\n]{0,200}>|[*_`#~|^\\]+|\[([^\]\n]*)\]\([^)\n]*\)")
+
+
+@dataclass(frozen=True)
+class ChunkerConfig:
+    """Chunk size policy (characters and words, not time: it must not depend on arrival)."""
+
+    first_words: int = 8
+    """The first chunk ends after this many words if no clause ended sooner (0 = off)."""
+    long_chars: int = 160
+    """Later chunks end at a clause boundary once they are at least this long."""
+    max_chars: int = 400
+    """Forced split at the last whitespace before this many characters."""
+
+    def __post_init__(self) -> None:
+        if self.max_chars < 2 or self.first_words < 0 or self.long_chars < 1:
+            raise ValueError(f"invalid chunker config: {self}")
+
+
+_WAIT = -1  # the deciding characters have not arrived yet
+_NO = -2  # not a cut here; keep scanning
+
+
+class TextChunker:
+    """Cut a stream of text deltas into chunks at linguistic boundaries.
+
+    `feed(delta)` returns the chunks that became safe to speak; `finish()`
+    returns the rest. Not thread-safe (the streamer serializes calls).
+    """
+
+    def __init__(self, config: ChunkerConfig | None = None) -> None:
+        self.config = config or ChunkerConfig()
+        self._buf = ""
+        self._pos = 0  # first undecided position in _buf
+        self._words = 0  # words completed in the current chunk before _pos
+        self._index = 0  # chunks emitted so far
+        self._prev = ""  # last character emitted (line-start detection for "1. ")
+        self._finished = False
+
+    @property
+    def pending(self) -> str:
+        """Text received but not yet emitted."""
+        return self._buf
+
+    def feed(self, delta: str) -> list[str]:
+        if self._finished:
+            raise RuntimeError("feed() after finish()")
+        if not delta:
+            return []
+        self._buf += delta
+        return self._drain(final=False)
+
+    def finish(self) -> list[str]:
+        """Emit everything still buffered (the last chunk keeps trailing whitespace)."""
+        if self._finished:
+            return []
+        out = self._drain(final=True)
+        if self._buf:
+            out.append(self._emit(len(self._buf)))
+        self._finished = True
+        return out
+
+    # -- scanning ---------------------------------------------------------------
+
+    def _drain(self, final: bool) -> list[str]:
+        out: list[str] = []
+        while True:
+            cut = self._scan(final)
+            if cut is None:
+                return out
+            out.append(self._emit(cut))
+
+    def _emit(self, cut: int) -> str:
+        chunk, self._buf = self._buf[:cut], self._buf[cut:]
+        self._pos = 0
+        self._words = 0
+        self._index += 1
+        self._prev = chunk[-1]
+        return chunk
+
+    def _scan(self, final: bool) -> int | None:
+        buf, n, cfg = self._buf, len(self._buf), self.config
+        while self._pos < n:
+            p = self._pos
+            if p >= cfg.max_chars:
+                return self._forced_cut()
+            c = buf[p]
+            if c in SENTENCE_END or c in CLAUSE_END or (c == "-" and _spaced_dash(buf, p)):
+                q = _punct_run_end(buf, p)
+                r = _space_run_end(buf, q)
+                if r == q:  # no whitespace after the run: "3.50", "10:30", "a.b", "?x="
+                    if q == n and not final:
+                        return None
+                    self._pos = q
+                    continue
+                if r == n and not final:
+                    return None
+                decision = self._punct_decision(buf, p, q, r, final)
+                if decision >= 0:
+                    return decision
+                self._pos = q
+                continue
+            if c.isspace() and p > 0 and not buf[p - 1].isspace():
+                r = _space_run_end(buf, p)
+                if r == n and not final:
+                    return None
+                newlines = buf.count("\n", p, r)
+                words = self._words + 1
+                if newlines >= 2 or (r < n and newlines == 1 and self._clause_ok(r)):
+                    return r
+                if self._index == 0 and cfg.first_words and words >= cfg.first_words and r < n:
+                    return r
+                self._words = words
+                self._pos = r
+                continue
+            self._pos = p + 1
+        return None
+
+    def _clause_ok(self, cut: int) -> bool:
+        """A clause boundary cuts the first chunk, or a later one that is already long."""
+        return self._index == 0 or cut >= self.config.long_chars
+
+    def _punct_decision(self, buf: str, p: int, q: int, r: int, final: bool) -> int:
+        if r == len(buf):  # only trailing whitespace left (final): let finish() take it
+            return _NO
+        run = buf[p:q]
+        nxt = buf[r]
+        paragraph = buf.count("\n", q, r) >= 2
+        if buf[p] in CLAUSE_END or buf[p] == "-":
+            return r if (paragraph or self._clause_ok(r)) else _NO
+        if paragraph:
+            return r
+        if "!" in run or "?" in run:
+            return r
+        if "…" in run or run.count(".") >= 2:  # ellipsis: a pause unless a new sentence starts
+            return r if nxt.isupper() else _NO
+        if nxt.islower():
+            return _NO
+        token = _token_before(buf, p)
+        low = token.lower()
+        if low in NEVER_END or _DOTTED.match(token):
+            return _NO
+        if nxt.isdigit() and low in BEFORE_NUMBER:
+            return _NO
+        if len(token) == 1 and token.isupper():  # an initial: "J. R. R. Tolkien"
+            return _NO
+        if token.isdigit() and len(token) <= 3:  # list enumerator or ordinal at line start: "1. Buy"
+            start = p - len(token)
+            before = buf[start - 1] if start > 0 else self._prev
+            if before in ("", "\n"):
+                return _NO
+        return r
+
+    def _forced_cut(self) -> int:
+        """No boundary within max_chars: cut after the last whitespace (or hard, if none)."""
+        limit = self.config.max_chars
+        buf = self._buf
+        for i in range(limit - 1, 0, -1):
+            if buf[i].isspace():
+                return i + 1
+        return limit
+
+
+def _punct_run_end(buf: str, p: int) -> int:
+    """End of a punctuation run with its closing quotes/brackets ('?!', '...', '."')."""
+    q = p + 1
+    n = len(buf)
+    while q < n and (buf[q] in SENTENCE_END or buf[q] in CLOSERS or (buf[q] == buf[p] and buf[p] in CLAUSE_END)):
+        q += 1
+    return q
+
+
+def _space_run_end(buf: str, q: int) -> int:
+    n = len(buf)
+    while q < n and buf[q].isspace():
+        q += 1
+    return q
+
+
+def _spaced_dash(buf: str, p: int) -> bool:
+    """A hyphen used as a dash: " - " or " -- ", not "well-known" or "-5"."""
+    return p > 0 and buf[p - 1] in " \t"
+
+
+def _token_before(buf: str, p: int) -> str:
+    """The word (with inner dots) ending just before position p, without opening quotes."""
+    i = p
+    while i > 0 and not buf[i - 1].isspace():
+        i -= 1
+    return buf[i:p].lstrip("\"'([{«“‘")
+
+
+def speakable(text: str) -> str:
+    """The text to give the voice: control characters and markup symbols removed.
+
+    Emoji and other symbols are kept (the phonemizer skips what it cannot say);
+    `[label](url)` links keep their label. Returns "" when nothing is left to say.
+    """
+    text = unicodedata.normalize("NFC", text)
+    text = _CONTROL.sub(" ", text)
+    text = _MARKUP.sub(lambda m: f" {m.group(1)} " if m.group(1) else " ", text)
+    text = " ".join(text.split())
+    return text if any(ch.isalnum() for ch in text) else ""
+
+
+def chunk_text(text: str, config: ChunkerConfig | None = None) -> list[str]:
+    """All chunks of a complete text (convenience for tests and the one-shot path)."""
+    chunker = TextChunker(config)
+    return chunker.feed(text) + chunker.finish()
