@@ -42,7 +42,8 @@ app = typer.Typer(
 
 # Modules under voxcli.cli that define `register(app)`, in help order.
 COMMAND_MODULES = [
-
+    "pull",
+    "ledger",
 ]
 
 

@@ -173,7 +173,7 @@ class Ledger:
         b = self.budget
         dom = self.dominant
         lines = [
-            f"{LABELS[dom]} is the largest term: {getattr(b, dom):.0f} ms of {self.total_ms:.0f} ms "
+            f"{LABELS[dom][0].upper()}{LABELS[dom][1:]} is the largest term: {getattr(b, dom):.0f} ms of {self.total_ms:.0f} ms "
             f"({100.0 * getattr(b, dom) / self.total_ms if self.total_ms else 0:.0f}%)."
         ]
         crit = self.critical_parallel
@@ -184,7 +184,7 @@ class Ledger:
         else:
             other = "asr_tail_ms" if crit == "endpoint_ms" else "endpoint_ms"
             lines.append(
-                f"{LABELS[crit]} is on the critical path; shortening the {LABELS[other]} gains nothing, "
+                f"{LABELS[crit][0].upper()}{LABELS[crit][1:]} is on the critical path; shortening the {LABELS[other]} gains nothing, "
                 f"and it can grow by {abs(b.endpoint_ms - b.asr_tail_ms):.0f} ms for free "
                 f"(it only matters once it exceeds {getattr(b, crit):.0f} ms)."
             )
