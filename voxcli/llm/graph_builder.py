@@ -47,8 +47,8 @@ MAX_POSITIONS: Final = 8192
 """Rows of the cos/sin caches (the model's trained context)."""
 
 
-def graph_filename(model: GGUFModel) -> str:
-    return f"decoder-v{GRAPH_VERSION}-{model.fingerprint()}.onnx"
+def graph_filename(model: GGUFModel, level: int = 0) -> str:
+    return f"decoder-v{GRAPH_VERSION}-l{level}-{model.fingerprint()}.onnx"
 
 
 class _Builder:
@@ -72,7 +72,9 @@ class _Builder:
         return outputs
 
 
-def _q4_1_linear(b: _Builder, model: GGUFModel, names: list[str], x: str, k: int, prefix: str) -> str:
+def _q4_1_linear(
+    b: _Builder, model: GGUFModel, names: list[str], x: str, k: int, prefix: str, level: int = 0
+) -> str:
     """x @ W^T for the row-concatenation W of the Q4_1 tensors `names` (exact, see module doc)."""
     blocks = [model.q4_1(n) for n in names]
     codes = np.concatenate([q.codes for q in blocks], axis=0)  # [N, nb, 32]
@@ -87,7 +89,7 @@ def _q4_1_linear(b: _Builder, model: GGUFModel, names: list[str], x: str, k: int
     m = b.init(f"{prefix}.minsT", np.ascontiguousarray(mins.T))  # [nb, N]
     (y0,) = b.node(
         "MatMulNBits", [x, w, s, z], [f"{prefix}.dq"], domain="com.microsoft",
-        K=k, N=n, bits=4, block_size=QK, accuracy_level=0,
+        K=k, N=n, bits=4, block_size=QK, accuracy_level=level,
     )
     shape = b.init(f"{prefix}.bshape", np.array([0, 0, nb, QK], dtype=np.int64))
     (xr,) = b.node("Reshape", [x, shape], [f"{prefix}.xblocks"])
@@ -98,7 +100,7 @@ def _q4_1_linear(b: _Builder, model: GGUFModel, names: list[str], x: str, k: int
     return y
 
 
-def build_decoder(model: GGUFModel):
+def build_decoder(model: GGUFModel, level: int = 0):
     """Return the onnx ModelProto of the decoder (weights inline, embedding external)."""
     from onnx import TensorProto as TP
 
@@ -138,7 +140,7 @@ def build_decoder(model: GGUFModel):
                 "SkipSimplifiedLayerNormalization", [pending, residual, gamma],
                 [f"{p}.n1", "", "", f"{p}.res1"], domain="com.microsoft", epsilon=c.rms_eps,
             )
-        qkv = _q4_1_linear(b, model, [f"{p}.attn_q.weight", f"{p}.attn_k.weight", f"{p}.attn_v.weight"], n, c.hidden, f"{p}.qkv")
+        qkv = _q4_1_linear(b, model, [f"{p}.attn_q.weight", f"{p}.attn_k.weight", f"{p}.attn_v.weight"], n, c.hidden, f"{p}.qkv", level)
         (att, _, _) = b.node(
             "GroupQueryAttention",
             [qkv, "", "", f"past.{i}.key", f"past.{i}.value", "seqlens_k", "total_sequence_length", "rope.cos", "rope.sin"],
@@ -146,18 +148,18 @@ def build_decoder(model: GGUFModel):
             domain="com.microsoft", num_heads=c.n_heads, kv_num_heads=c.n_kv_heads,
             do_rotary=1, rotary_interleaved=1, scale=float(1.0 / np.sqrt(hd)),
         )
-        o = _q4_1_linear(b, model, [f"{p}.attn_output.weight"], att, c.hidden, f"{p}.o")
+        o = _q4_1_linear(b, model, [f"{p}.attn_output.weight"], att, c.hidden, f"{p}.o", level)
         gamma2 = b.init(f"{p}.ffn_norm", model.float32(f"{p}.ffn_norm.weight"))
         n2, _, _, residual = b.node(
             "SkipSimplifiedLayerNormalization", [o, residual, gamma2],
             [f"{p}.n2", "", "", f"{p}.res2"], domain="com.microsoft", epsilon=c.rms_eps,
         )
-        gu = _q4_1_linear(b, model, [f"{p}.ffn_gate.weight", f"{p}.ffn_up.weight"], n2, c.hidden, f"{p}.gu")
+        gu = _q4_1_linear(b, model, [f"{p}.ffn_gate.weight", f"{p}.ffn_up.weight"], n2, c.hidden, f"{p}.gu", level)
         g, u = b.node("Split", [gu], [f"{p}.g", f"{p}.u"], axis=-1, num_outputs=2)
         (sg,) = b.node("Sigmoid", [g], [f"{p}.sg"])
         (silu,) = b.node("Mul", [g, sg], [f"{p}.silu"])
         (act,) = b.node("Mul", [silu, u], [f"{p}.act"])
-        pending = _q4_1_linear(b, model, [f"{p}.ffn_down.weight"], act, c.ffn, f"{p}.down")
+        pending = _q4_1_linear(b, model, [f"{p}.ffn_down.weight"], act, c.ffn, f"{p}.down", level)
 
     # only the last position's logits are needed to generate: slice before the final norm
     assert pending is not None
@@ -188,20 +190,20 @@ def build_decoder(model: GGUFModel):
     return onnx_model
 
 
-def ensure_decoder(model: GGUFModel, derived_dir: Path) -> Path:
+def ensure_decoder(model: GGUFModel, derived_dir: Path, level: int = 0) -> Path:
     """Path of the built decoder graph in `derived_dir`, building it once (locked, atomic)."""
     import onnx
     from filelock import FileLock
 
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
-    target = derived_dir / graph_filename(model)
+    target = derived_dir / graph_filename(model, level)
     if target.exists():
         return target
     with FileLock(str(target) + ".lock"):
         if target.exists():  # another process built it while we waited
             return target
-        proto = build_decoder(model)
+        proto = build_decoder(model, level)
         tmpdir = Path(tempfile.mkdtemp(prefix=".build-", dir=derived_dir))
         try:
             data_name = target.name + ".data"
