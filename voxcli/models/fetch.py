@@ -109,7 +109,7 @@ def download(
                             done = have
                             on_progress(Progress("download", done, total, model, url))
                             last_emit = 0.0
-                            for b in r.iter_bytes(CHUNK):
+                            for b in r.iter_bytes():  # no re-chunking: keep every byte that arrived before a drop
                                 f.write(b)
                                 done += len(b)
                                 now = time.monotonic()
