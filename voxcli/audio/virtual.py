@@ -1,0 +1,171 @@
+"""A speaker with a real-time play head and no sound card.
+
+Why: the chat loop's barge-in truncates the assistant's reply to what was
+actually *heard*, which needs a play head that advances in real time, and
+`voxcli chat --input ... --output replies.wav` (CI, no audio device) must
+behave exactly like a live conversation -- a user utterance scheduled to
+start 1.5 s into the reply must interrupt it 1.5 s in. `VirtualSpeaker`
+models a device with a bounded queue: audio written to it plays back-to-back
+from when it was written (a gap if the writer is late: an underrun), `write`
+blocks while more than `max_ahead_s` is queued (like a full device buffer),
+and `stop()` drops everything not yet played at once. It records the timeline
+of what was played, so the CLI can write it to a file.
+
+Algorithm: each write is a segment (start time, samples); the play head at
+time t is the sum over segments of clamp((t - start) * rate, 0, len).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class _Segment:
+    t_start: float
+    audio: np.ndarray
+    abs_start: int
+    """Play-head sample index (over the speaker's lifetime) of the segment's first sample."""
+    n: int
+    """Samples of the segment (audio may be empty when the speaker keeps no timeline)."""
+
+
+class VirtualSpeaker:
+    """Real-time play head over written audio; `played_samples()` is what a listener has heard."""
+
+    def __init__(
+        self,
+        sample_rate: int,
+        *,
+        max_ahead_s: float = 0.4,
+        clock: Callable[[], float] = time.perf_counter,
+        keep: bool = True,
+    ) -> None:
+        self.sample_rate = sample_rate
+        self.max_ahead_s = max_ahead_s
+        self.clock = clock
+        self.keep = keep
+        self._segments: list[_Segment] = []
+        self._cond = threading.Condition()
+        self._play_end = 0.0  # wall time when the queued audio finishes playing
+        self._written = 0  # samples accepted (play-head index of the next write)
+        self._epoch = 0
+        self._closed = False
+        self.t_first: float | None = None
+        self.underrun_s = 0.0
+
+    # -- writer side --------------------------------------------------------------
+
+    def write(self, audio: np.ndarray) -> int | None:
+        """Queue `audio` to play after what is queued; block while the queue is full.
+
+        Returns the play-head index of its first sample, or None if `stop()`
+        or `close()` happened while waiting (the audio is dropped).
+        """
+        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        with self._cond:
+            epoch = self._epoch
+            while not self._closed and epoch == self._epoch:
+                ahead = self._play_end - self.clock()
+                if ahead <= self.max_ahead_s:
+                    break
+                self._cond.wait(min(0.05, ahead - self.max_ahead_s + 0.001))
+            if self._closed or epoch != self._epoch:
+                return None
+            now = self.clock()
+            if self._play_end and now > self._play_end and self._written:
+                self.underrun_s += now - self._play_end
+            start = max(now, self._play_end)
+            if self.t_first is None:
+                self.t_first = start
+            seg_len = audio.size
+            seg = _Segment(start, audio if self.keep else audio[:0], self._written, seg_len)
+            self._segments.append(seg)
+            self._written += seg_len
+            self._play_end = start + seg_len / self.sample_rate
+            return seg.abs_start
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until everything written has played (or stop/close); False on timeout."""
+        deadline = None if timeout is None else self.clock() + timeout
+        with self._cond:
+            epoch = self._epoch
+            while not self._closed and epoch == self._epoch:
+                left = self._play_end - self.clock()
+                if left <= 0:
+                    return True
+                if deadline is not None and self.clock() >= deadline:
+                    return False
+                self._cond.wait(min(0.05, left))
+            return True
+
+    # -- control side (any thread) -------------------------------------------------
+
+    def played_samples(self) -> int:
+        """Samples heard so far (over the speaker's lifetime)."""
+        with self._cond:
+            return self._played_at(self.clock())
+
+    def is_playing(self) -> bool:
+        with self._cond:
+            return self._play_end > self.clock()
+
+    def stop(self) -> int:
+        """Drop all audio not yet played, wake blocked writers; returns `played_samples()`."""
+        with self._cond:
+            now = self.clock()
+            played = self._played_at(now)
+            kept: list[_Segment] = []
+            for seg in self._segments:
+                heard = int(min(max((now - seg.t_start) * self.sample_rate, 0), seg.n))
+                if heard > 0:
+                    seg.audio = seg.audio[:heard]
+                    seg.n = heard
+                    kept.append(seg)
+            self._segments = kept
+            self._written = played
+            self._play_end = min(self._play_end, now)
+            self._epoch += 1
+            self._cond.notify_all()
+            return played
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    # -- result --------------------------------------------------------------------
+
+    def timeline(self, until: float | None = None) -> np.ndarray:
+        """What was heard, placed at the times it played (silence between), from the first sample.
+
+        `until` (a clock time) cuts audio that had not played by then; default now.
+        """
+        with self._cond:
+            until = self.clock() if until is None else until
+            if not self._segments:
+                return np.zeros(0, dtype=np.float32)
+            t0 = self._segments[0].t_start
+            pieces: list[tuple[int, np.ndarray]] = []
+            end = 0
+            for seg in self._segments:
+                heard = int(min(max((until - seg.t_start) * self.sample_rate, 0), seg.audio.size))
+                if heard <= 0:
+                    continue
+                at = int(round((seg.t_start - t0) * self.sample_rate))
+                pieces.append((at, seg.audio[:heard]))
+                end = max(end, at + heard)
+            out = np.zeros(end, dtype=np.float32)
+            for at, a in pieces:
+                out[at : at + a.size] = a
+            return out
+
+    def _played_at(self, t: float) -> int:
+        total = 0
+        for seg in self._segments:
+            total += int(min(max((t - seg.t_start) * self.sample_rate, 0), seg.n))
+        return total
