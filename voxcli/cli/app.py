@@ -44,6 +44,7 @@ app = typer.Typer(
 COMMAND_MODULES = [
     "pull",
     "ledger",
+    "bench",
 ]
 
 

@@ -90,7 +90,10 @@ def _gather(
     if measured:
         from voxcli.engine.ledger_measure import measure_terms
 
-        for t, m in measure_terms(cfg, on_note=lambda s: err(f"voxcli: {s}")).items():
+        from voxcli.cli._common import STATE
+
+        notes = measure_terms(cfg, on_note=lambda s: err(f"voxcli: {s}"), offline=STATE.offline or None)
+        for t, m in notes.items():
             values[t], sources[t] = m.value_ms, m.source
             details[t] = m.to_dict()
     for t, v in flags.items():
@@ -98,7 +101,7 @@ def _gather(
             values[t], sources[t] = v, "flag"
     for t in model.TERMS:
         if measured and not sources[t].startswith(("measured", "flag", "config", "bench", "turn")):
-            sources[t] = f"assumed ({sources[t]})"
+            sources[t] = "assumed"
     return model.TurnBudget(**values), sources, details
 
 
@@ -155,9 +158,12 @@ def register(app: typer.Typer) -> None:
         from voxcli.cli.ledger_view import waterfall
 
         console = Console(stderr=True)
-        width = max(24, min(72, console.width - (52 if sensitivity else 46)))
+        fixed = 36 + max(len(v) for v in sources.values()) + (6 if sensitivity else 0)
+        width = max(24, min(72, console.width - fixed))
         console.print(f"[bold]Turn latency[/bold], preset {preset or 'default'}", highlight=False)
         console.print(waterfall(led, sources, width=width, show_sensitivity=sensitivity))
+        for term, d in details.items():
+            console.print(f"[dim]{model.LABELS[term]}: {d['value_ms']:.0f} ms, {d['detail']}[/dim]", highlight=False)
 
     @ledger_app.command("schedule", help=SCHEDULE_HELP)
     @guarded
