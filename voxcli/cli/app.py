@@ -9,12 +9,16 @@ import importlib
 import sys
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from voxcli import __version__
 from voxcli.cli._common import STATE, report_error
 from voxcli.errors import ExitCode
+
+try:  # typer >= 0.26 vendors its own copy of click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover
+    from click import exceptions as _cx
 
 HELP = """\
 On-device streaming speech: speak text while it is still arriving, transcribe
@@ -78,12 +82,17 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
         rv = app(args=argv, prog_name="voxcli", standalone_mode=False)
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         sys.exit(e.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.exit(int(ExitCode.INTERRUPTED))
-    except click.exceptions.ClickException as e:
-        report_error(e.format_message(), "see `voxcli --help`" if e.exit_code == 2 else None)
+    except _cx.ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            e.show()  # `voxcli` alone prints the help
+            sys.exit(int(ExitCode.USAGE))
+        ctx = getattr(e, "ctx", None)
+        where = f"`{ctx.command_path} --help`" if ctx is not None else "`voxcli --help`"
+        report_error(e.format_message(), f"see {where}" if e.exit_code == 2 else None)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         sys.exit(int(ExitCode.INTERRUPTED))
