@@ -27,6 +27,14 @@ def normalize_word(word: str) -> str:
     return w.strip("'")
 
 
+_TRAILING_PUNCT = re.compile(r"[.,!?;:\u2026]+$")
+
+
+def strip_trailing_punct(word: str) -> str:
+    """"of." -> "of" (keeps the word itself even if it is all punctuation)."""
+    return _TRAILING_PUNCT.sub("", word) or word
+
+
 def _norm(words: list[str]) -> list[str]:
     return [normalize_word(w) for w in words]
 
@@ -95,6 +103,11 @@ class LocalAgreement:
         if len(tails) >= self.n:
             # Commit the longest common prefix of the last n hypotheses' tails.
             new = tails[-1][: common_prefix(tails)]
+            if new and len(new) == len(tails[-1]):
+                # The buffer ends at this word, so its "." only marks the end of
+                # the audio, not of the sentence; committed (and later forced as
+                # the decoder prefix) it would make the model stop there.
+                new = [*new[:-1], strip_trailing_punct(new[-1])]
             self.stable.extend(new)
         self.volatile = tails[-1][len(new) :]
         return new

@@ -115,8 +115,13 @@ class MoonshineASR:
             feeds["attention_mask"] = np.ones_like(x, dtype=np.int64)
         return self.encoder.run(None, feeds)[0]
 
-    def generate(self, audio: np.ndarray) -> list[int]:
-        """Greedy token ids (without BOS/EOS) for one buffer of 16 kHz audio."""
+    def generate(self, audio: np.ndarray, prefix: list[int] | None = None) -> list[int]:
+        """Greedy token ids (without BOS/EOS) for one buffer of 16 kHz audio.
+
+        `prefix`: tokens the transcript is known to start with. They go through
+        the decoder in one call (teacher forcing) instead of one call per
+        token, which is most of the cost of re-decoding a growing buffer.
+        """
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if audio.size < MIN_SAMPLES:
             audio = np.pad(audio, (0, MIN_SAMPLES - audio.size))
@@ -128,9 +133,9 @@ class MoonshineASR:
         if "encoder_attention_mask" in self._dec_inputs:
             # The graph downsamples this mask itself: it is per audio sample, not per frame.
             mask = np.ones((1, audio.size), dtype=np.int64)
-        tokens: list[int] = []
-        ids = np.array([[self.bos_id]], dtype=np.int64)
-        for step in range(self.max_tokens(audio.size)):
+        tokens: list[int] = list(prefix or [])
+        ids = np.array([[self.bos_id, *tokens]], dtype=np.int64)
+        for step in range(max(0, self.max_tokens(audio.size) - len(tokens))):
             feeds = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([step > 0]), **cache}
             if mask is not None:
                 feeds["encoder_attention_mask"] = mask
@@ -146,19 +151,27 @@ class MoonshineASR:
                     cache[name] = value
         return tokens
 
-    def text(self, audio: np.ndarray) -> str:
-        return self.tokenizer.decode(self.generate(audio), skip_special_tokens=True).strip()
+    def encode_text(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def text(self, audio: np.ndarray, prompt: str | None = None) -> str:
+        prefix = self.encode_text(prompt) if prompt else None
+        return self.tokenizer.decode(self.generate(audio, prefix), skip_special_tokens=True).strip()
 
     def transcribe(self, audio: np.ndarray, prompt: str | None = None) -> list[Word]:
-        """Words of one buffer (up to ~30 s). `prompt` is ignored: Moonshine has none.
+        """Words of one buffer (up to ~30 s).
+
+        `prompt`: text the buffer is known to start with (the streamer passes
+        the words already stable); it is forced as the decoder's prefix, so
+        the result starts with it and only the rest is decoded token by token.
 
         Word times are estimates: the buffer duration split in proportion to
         character offsets (Moonshine gives no timestamps). `prob` is 1.0.
         """
-        audio = np.asarray(audio, dtype=np.float32).reshape(-1)
+        audio = np.asarray(audio, dtype=np.float32)
         if audio.ndim != 1:
-            raise UsageError("ASR input must be mono")
-        return words_with_estimated_times(self.text(audio), audio.size / SAMPLE_RATE)
+            raise UsageError("ASR input must be mono (one channel)")
+        return words_with_estimated_times(self.text(audio, prompt), audio.size / SAMPLE_RATE)
 
 
 def words_with_estimated_times(text: str, duration: float) -> list[Word]:
