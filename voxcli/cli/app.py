@@ -46,6 +46,8 @@ app = typer.Typer(
 
 # Modules under voxcli.cli that define `register(app)`, in help order.
 COMMAND_MODULES = [
+    "speak",
+    "devices",
     "pull",
     "ledger",
     "bench",

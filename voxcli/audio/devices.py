@@ -1,0 +1,291 @@
+"""Speaker and microphone through sounddevice (PortAudio), with bounded buffers.
+
+Why a callback stream and our own buffer: the audio thread must never wait on
+synthesis, and the producer must never run unboundedly ahead of the speaker.
+`Player.write()` blocks (with timeouts) while more than `max_buffer_s` is
+queued, `drain()` waits until everything has played, `close()`/`abort()` stops
+the sound at once (Ctrl-C). sounddevice is imported lazily: it raises OSError
+at import when libportaudio is missing, which is as much "no audio device" as
+an empty device list, so both become DeviceUnavailableError with a hint.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from voxcli.audio.pcm import StreamResampler
+from voxcli.errors import DeviceUnavailableError
+
+PLAYBACK_HINT = "use -o out.wav or --raw to write the audio instead"
+CAPTURE_HINT = "pass an audio file instead of the microphone, or choose one with --device (see `voxcli devices`)"
+
+
+def _sd() -> Any:
+    try:
+        import sounddevice
+    except (OSError, ImportError) as e:  # libportaudio missing
+        raise DeviceUnavailableError(f"audio unavailable: {e}", hint=PLAYBACK_HINT) from None
+    return sounddevice
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    hostapi: str
+    max_input_channels: int
+    max_output_channels: int
+    default_samplerate: float
+    default_input: bool
+    default_output: bool
+
+
+def list_devices() -> list[DeviceInfo]:
+    """All PortAudio devices (empty when PortAudio has none)."""
+    sd = _sd()
+    try:
+        devices = sd.query_devices()
+        apis = sd.query_hostapis()
+        default_in, default_out = (sd.default.device if sd.default.device is not None else (-1, -1))
+    except Exception as e:  # noqa: BLE001 - PortAudioError without a device
+        raise DeviceUnavailableError(f"cannot list audio devices: {e}", hint=PLAYBACK_HINT) from None
+    out = []
+    for d in devices:
+        out.append(DeviceInfo(
+            index=int(d["index"]), name=str(d["name"]), hostapi=str(apis[d["hostapi"]]["name"]),
+            max_input_channels=int(d["max_input_channels"]), max_output_channels=int(d["max_output_channels"]),
+            default_samplerate=float(d["default_samplerate"]),
+            default_input=int(d["index"]) == default_in, default_output=int(d["index"]) == default_out,
+        ))
+    return out
+
+
+def _pick(device: int | str | None, kind: str) -> tuple[int | None, dict[str, Any]]:
+    """Resolve `--device` (index, exact or partial name, or None for the default) for input/output."""
+    sd = _sd()
+    hint = PLAYBACK_HINT if kind == "output" else CAPTURE_HINT
+    channels = "max_output_channels" if kind == "output" else "max_input_channels"
+    if isinstance(device, str) and device.strip().isdigit():
+        device = int(device)
+    try:
+        if isinstance(device, str):
+            matches = [d for d in sd.query_devices() if d[channels] > 0 and device.lower() in d["name"].lower()]
+            exact = [d for d in matches if d["name"].lower() == device.lower()]
+            matches = exact or matches
+            if not matches:
+                names = ", ".join(f"{d['index']}: {d['name']}" for d in sd.query_devices() if d[channels] > 0)
+                raise DeviceUnavailableError(f"no {kind} device matches {device!r} (available: {names or 'none'})",
+                                             hint=hint)
+            info = matches[0]
+        else:
+            info = sd.query_devices(device, kind=kind)
+    except DeviceUnavailableError:
+        raise
+    except Exception as e:  # noqa: BLE001 - PortAudioError / ValueError when there is no device
+        raise DeviceUnavailableError(f"no audio {kind} device: {e}", hint=hint) from None
+    if info[channels] < 1:
+        raise DeviceUnavailableError(f"device {info['name']!r} has no {kind} channels", hint=hint)
+    return int(info["index"]), info
+
+
+def _device_rate(sd: Any, index: int, info: dict[str, Any], want: int, kind: str) -> int:
+    """`want` if the device accepts it, else its default rate (we resample)."""
+    check = sd.check_output_settings if kind == "output" else sd.check_input_settings
+    try:
+        check(device=index, samplerate=want, channels=1, dtype="float32")
+        return want
+    except Exception:  # noqa: BLE001
+        return int(info["default_samplerate"])
+
+
+class Player:
+    """Plays float32 mono chunks on an output device through a bounded buffer."""
+
+    def __init__(self, sample_rate: int, device: int | str | None = None, *,
+                 max_buffer_s: float = 2.0, latency: str | float = "low") -> None:
+        sd = _sd()
+        index, info = _pick(device, "output")
+        self.device_name = str(info["name"])
+        self.sample_rate = sample_rate
+        self.device_rate = _device_rate(sd, index, info, sample_rate, "output")
+        self._resampler = StreamResampler(sample_rate, self.device_rate) if self.device_rate != sample_rate else None
+        self._max = int(max_buffer_s * self.device_rate)
+        self._buf: deque[np.ndarray] = deque()
+        self._offset = 0  # samples of _buf[0] already played
+        self._queued = 0  # samples in _buf not yet played
+        self._cond = threading.Condition()
+        self._paused = False
+        self._closed = False
+        self.underflows = 0
+        self.played_samples = 0
+        try:
+            self._stream = sd.OutputStream(samplerate=self.device_rate, channels=1, dtype="float32",
+                                           device=index, latency=latency, callback=self._callback)
+            self._stream.start()
+        except Exception as e:  # noqa: BLE001
+            raise DeviceUnavailableError(f"cannot open audio output {self.device_name!r}: {e}",
+                                         hint=PLAYBACK_HINT) from None
+
+    def _callback(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
+        # Runs on the PortAudio thread: copy what is queued, pad with silence, never block.
+        out = outdata[:, 0]
+        filled = 0
+        with self._cond:
+            if status and status.output_underflow:
+                self.underflows += 1
+            while filled < frames and self._buf and not self._paused:
+                head = self._buf[0]
+                n = min(frames - filled, head.size - self._offset)
+                out[filled:filled + n] = head[self._offset:self._offset + n]
+                filled += n
+                self._offset += n
+                if self._offset >= head.size:
+                    self._buf.popleft()
+                    self._offset = 0
+            self._queued -= filled
+            self.played_samples += filled
+            self._cond.notify_all()
+        out[filled:] = 0.0
+
+    @property
+    def buffered_s(self) -> float:
+        return self._queued / float(self.device_rate)
+
+    def write(self, audio: np.ndarray, timeout: float | None = None) -> None:
+        """Queue audio; blocks while the buffer is full (wakes every 50 ms; stops if closed)."""
+        audio = np.asarray(audio, np.float32).reshape(-1)
+        if self._resampler is not None:
+            audio = self._resampler.process(audio)
+        if audio.size == 0:
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._queued + audio.size > self._max and self._queued > 0 and not self._closed:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError("audio output did not accept data in time")
+                self._cond.wait(0.05)
+            if self._closed:
+                return
+            self._buf.append(audio.copy())
+            self._queued += audio.size
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until everything written has been played (plus the device latency)."""
+        if self._resampler is not None:
+            tail = self._resampler.process(np.zeros(0, np.float32), last=True)
+            if tail.size:
+                with self._cond:
+                    self._buf.append(tail)
+                    self._queued += tail.size
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._queued > 0 and not self._closed:
+                if self._paused or (deadline is not None and time.monotonic() > deadline):
+                    return False
+                self._cond.wait(0.05)
+        if not self._closed:
+            time.sleep(float(getattr(self._stream, "latency", 0.0) or 0.0))
+        return True
+
+    def pause(self) -> None:
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
+    def abort(self) -> None:
+        """Stop at once, dropping queued audio (Ctrl-C, barge-in)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._buf.clear()
+            self._queued = 0
+            self._cond.notify_all()
+        try:
+            self._stream.abort()
+            self._stream.close()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    close = abort
+
+    def __enter__(self) -> "Player":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.abort()
+
+
+class MicCapture:
+    """Microphone samples at `rate` (16 kHz for ASR), captured natively and resampled if needed."""
+
+    def __init__(self, rate: int = 16000, device: int | str | None = None, *,
+                 block_s: float = 0.032, max_queue_s: float = 10.0) -> None:
+        sd = _sd()
+        index, info = _pick(device, "input")
+        self.device_name = str(info["name"])
+        self.rate = rate
+        self.device_rate = _device_rate(sd, index, info, rate, "input")
+        self._resampler = StreamResampler(self.device_rate, rate) if self.device_rate != rate else None
+        blocksize = max(1, int(block_s * self.device_rate))
+        self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=max(1, int(max_queue_s / block_s)))
+        self.overflows = 0
+        self._closed = False
+        try:
+            self._stream = sd.InputStream(samplerate=self.device_rate, channels=1, dtype="float32",
+                                          device=index, blocksize=blocksize, callback=self._callback)
+            self._stream.start()
+        except Exception as e:  # noqa: BLE001
+            raise DeviceUnavailableError(f"cannot open microphone {self.device_name!r}: {e}",
+                                         hint=CAPTURE_HINT) from None
+
+    def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
+        # PortAudio thread: hand a copy over; if the consumer is stuck, drop the oldest block.
+        block = indata[:, 0].copy()
+        try:
+            self._queue.put_nowait(block)
+        except queue.Full:
+            self.overflows += 1
+            try:
+                self._queue.get_nowait()
+                self._queue.put_nowait(block)
+            except (queue.Empty, queue.Full):
+                pass
+
+    def read(self, timeout: float = 0.1) -> np.ndarray | None:
+        """Next block at `rate` (None if nothing arrived within `timeout`)."""
+        try:
+            block = self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        return self._resampler.process(block) if self._resampler is not None else block
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        while not self._closed:
+            block = self.read()
+            if block is not None and block.size:
+                yield block
+
+    def close(self) -> None:
+        self._closed = True
+        try:
+            self._stream.abort()
+            self._stream.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def __enter__(self) -> "MicCapture":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

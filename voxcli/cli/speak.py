@@ -1,0 +1,225 @@
+"""`voxcli speak`: text (argument or a live pipe) to the speaker, a file or raw PCM.
+
+The command only wires the engine's `TTSStreamer` to sinks and a view: stdin
+is read as bytes arrive (os.read + incremental UTF-8), so `some-llm | voxcli
+speak -` starts talking after the first clause; audio goes to exactly the
+outputs asked for; every failure path cancels the stream, silences the
+speaker at once and leaves no half-written file.
+"""
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
+
+import numpy as np
+import typer
+
+from voxcli.cli._common import STATE, guarded
+from voxcli.cli.views import chunk_view, summary_line
+from voxcli.errors import UsageError
+from voxcli.events import AudioChunk, StreamStats
+
+HELP = """\
+Speak text with the lowest time-to-first-audio: synthesis streams sentence by
+sentence (and block by block inside a sentence) while later text is still
+arriving. Text comes from the argument, or from stdin with `-` (read as it
+arrives). Audio goes to the speaker unless -o or --raw is given. A live table
+of chunks and a summary (TTFA, RTF) go to stderr.
+
+[bold]Examples[/bold]
+
+  voxcli speak "Hello there. This is voxcli, speaking while it thinks."
+  voxcli speak "Hello." -o hello.wav                   write a WAV (or .flac) file
+  voxcli speak "Hello." --raw | aplay -r 22050 -f S16_LE -c 1
+  voxcli speak "Hello." --raw --format f32le --rate 16000 > hello.f32
+  some-llm | voxcli speak -                            speak while the text streams in
+  voxcli speak --no-stream "Compare the latency."     synthesize everything first
+  voxcli speak "Hi." --json -o hi.wav | jq .t_emit     chunk events as JSON lines
+"""
+
+FORMATS = ("s16le", "f32le")
+
+
+def _stdin_pieces() -> Iterator[str]:
+    """Text from stdin as soon as bytes arrive (not line by line); UTF-8 split safely across reads."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    try:
+        fd: int | None = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is not None:
+        while data := os.read(fd, 65536):
+            if text := decoder.decode(data):
+                yield text
+    else:  # an in-memory stdin (tests, embedding)
+        buf = getattr(sys.stdin, "buffer", None)
+        while data := (buf.read1(65536) if buf is not None and hasattr(buf, "read1") else sys.stdin.read(65536)):
+            text = decoder.decode(data) if isinstance(data, bytes) else data
+            if text:
+                yield text
+    if tail := decoder.decode(b"", final=True):
+        yield tail
+
+
+class _Outputs:
+    """Where the audio goes: speaker, atomic file and/or raw PCM on stdout."""
+
+    def __init__(self, sample_rate: int, *, output: Path | None, raw: bool, fmt: str, rate: int | None,
+                 device: str | None) -> None:
+        from voxcli.audio.pcm import StreamResampler
+
+        self.sample_rate = sample_rate
+        self.player: Any = None
+        self.writer: Any = None
+        self.raw = sys.stdout.buffer if raw else None
+        self.fmt = fmt
+        out_rate = rate or sample_rate
+        self._raw_rs = StreamResampler(sample_rate, out_rate) if raw else None
+        self._file_rs = StreamResampler(sample_rate, out_rate) if output else None
+        if output is not None:
+            from voxcli.audio.files import AtomicAudioWriter
+
+            self.writer = AtomicAudioWriter(output, out_rate)
+        if not raw and output is None:
+            from voxcli.audio.devices import Player
+
+            self.player = Player(sample_rate, device)
+
+    def write(self, audio: np.ndarray, last: bool = False) -> None:
+        if self.raw is not None and self._raw_rs is not None:
+            from voxcli.audio.pcm import encode_pcm
+
+            data = encode_pcm(self._raw_rs.process(audio, last=last), self.fmt)
+            if data:
+                self.raw.write(data)
+                self.raw.flush()
+        if self.writer is not None and self._file_rs is not None:
+            out = self._file_rs.process(audio, last=last)
+            if out.size:
+                self.writer.write(out)
+        if self.player is not None and audio.size:
+            self.player.write(audio)
+
+    def finish(self) -> None:
+        """Success: flush resamplers, commit the file, let the speaker play out."""
+        self.write(np.zeros(0, np.float32), last=True)
+        if self.writer is not None:
+            self.writer.commit()
+        if self.player is not None:
+            self.player.drain()
+            self.player.close()
+
+    def abort(self) -> None:
+        """Failure or Ctrl-C: silence now, remove the temp file."""
+        if self.player is not None:
+            self.player.abort()
+        if self.writer is not None:
+            self.writer.abort()
+
+
+def _no_stream(voice: Any, text: str) -> list[AudioChunk]:
+    """Synthesize everything first (the comparison baseline): one chunk, then the final sentinel."""
+    t0 = time.perf_counter()
+    audio = voice.synthesize(text)
+    dt = time.perf_counter() - t0
+    sr = voice.sample_rate
+    audio_s = audio.size / sr
+    stats = StreamStats(ttfa_s=dt if audio.size else None, rtf=dt / audio_s if audio_s else 0.0, audio_s=audio_s,
+                        total_s=dt, chunks=1 if audio.size else 0, underruns=0)
+    chunks = [AudioChunk(audio, sr, 0, text=text, t_emit=dt, synth_s=dt)] if audio.size else []
+    return chunks + [AudioChunk(np.zeros(0, np.float32), sr, len(chunks), is_final=True, kind="final",
+                                t_emit=dt, stats=stats)]
+
+
+def _feed_stdin(streamer: Any, errors: list[BaseException]) -> None:
+    try:
+        for piece in _stdin_pieces():
+            streamer.send(piece)
+    except BaseException as e:  # noqa: BLE001 - re-raised by the main thread
+        errors.append(e)
+    finally:
+        streamer.finish()
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("speak", help=HELP, no_args_is_help=False)
+    @guarded
+    def speak(
+        text: Annotated[Optional[str], typer.Argument(help="Text to speak; `-` (or no argument with a pipe) reads stdin.")] = None,
+        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write a .wav or .flac file (atomically) instead of playing.")] = None,
+        raw: Annotated[bool, typer.Option("--raw", help="Write raw PCM to stdout (nothing else goes to stdout).")] = False,
+        fmt: Annotated[str, typer.Option("--format", help="Raw PCM sample format: s16le or f32le.")] = "s16le",
+        rate: Annotated[Optional[int], typer.Option("--rate", help="Resample the output to this rate in Hz (default: the voice's, 22050).")] = None,
+        voice_name: Annotated[Optional[str], typer.Option("--voice", "-v", help="Voice model name (see `voxcli models`).")] = None,
+        device: Annotated[Optional[str], typer.Option("--device", "-d", help="Output device index or name (see `voxcli devices`).")] = None,
+        no_stream: Annotated[bool, typer.Option("--no-stream", help="Synthesize all text before playing (for comparison).")] = False,
+        json_lines: Annotated[bool, typer.Option("--json", help="JSON lines of chunk events to stdout (stderr with --raw).")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table and no summary on stderr.")] = False,
+    ) -> None:
+        fmt = fmt.lower()
+        if fmt not in FORMATS:
+            raise UsageError(f"unknown --format {fmt!r} (choose s16le or f32le)")
+        if rate is not None and not 1000 <= rate <= 384000:
+            raise UsageError(f"--rate {rate} is out of range (1000..384000 Hz)")
+        if output is not None and output.suffix.lower() not in (".wav", ".flac"):
+            raise UsageError(f"cannot write {output}: use a .wav or .flac file name")
+        from_stdin = text == "-" or (text is None and not sys.stdin.isatty())
+        if text is None and not from_stdin:
+            raise UsageError("no text to speak", hint='voxcli speak "Hello." or: echo Hello. | voxcli speak -')
+        if not from_stdin and not (text or "").strip():
+            raise UsageError("no text to speak: the text is empty or only whitespace")
+
+        from voxcli.engine.tts import load_voice
+
+        voice = load_voice(voice_name, offline=STATE.offline or None)
+        outputs = _Outputs(voice.sample_rate, output=output, raw=raw, fmt=fmt, rate=rate, device=device)
+        json_stream = sys.stderr if raw else sys.stdout
+        view = None if (quiet or json_lines) else chunk_view()
+        streamer = None
+        try:
+            if no_stream:
+                full = "".join(_stdin_pieces()) if from_stdin else str(text)
+                if not full.strip():
+                    raise UsageError("no text to speak: the input is empty or only whitespace")
+                chunks: Any = iter(_no_stream(voice, full))
+            else:
+                streamer = voice.open_stream()
+                errors: list[BaseException] = []
+                if from_stdin:
+                    threading.Thread(target=_feed_stdin, args=(streamer, errors), daemon=True,
+                                     name="voxcli-stdin").start()
+                else:
+                    streamer.send(str(text))
+                    streamer.finish()
+                chunks = streamer.output
+            last: AudioChunk | None = None
+            for chunk in chunks:
+                if json_lines:
+                    print(chunk.to_json(), file=json_stream, flush=True)
+                if chunk.kind != "audio":
+                    last = chunk
+                    break
+                outputs.write(chunk.audio)
+                if view is not None:
+                    view.add(chunk)
+            if streamer is not None:
+                if errors:
+                    raise errors[0]
+                if streamer.spoken_chars == 0:
+                    raise UsageError("no text to speak: the input is empty, whitespace or has nothing speakable")
+            outputs.finish()
+            if view is not None:
+                view.finish(summary_line(last.stats, mode="no-stream" if no_stream else "stream")
+                            if last is not None and last.stats is not None else "done")
+        except BaseException:
+            if streamer is not None:
+                streamer.cancel()
+            outputs.abort()
+            if view is not None:
+                view.close()
+            raise
