@@ -197,6 +197,21 @@ class LocalLLM:
                 metrics["clipped_tokens"] = float(fitted.clipped_tokens)
         yield TextDelta(text="", index=index, is_final=True, metrics=metrics)
 
+    def logits_for(self, prompt_ids: list[int], next_ids: list[int] = ()) -> np.ndarray:
+        """Logits [1 + len(next_ids), vocab]: after a one-pass prefill, then per fed token.
+
+        Exposes exactly the runs `stream` makes, so tests compare them with the reference.
+        """
+        empty = np.zeros((1, self._n_kv, 0, self._hd), dtype=np.float32)
+        past = [empty] * (2 * self._n_layers)
+        logits, past = self._run(list(prompt_ids), past, 0)
+        rows, pos = [logits], len(prompt_ids)
+        for t in next_ids:
+            logits, past = self._run([int(t)], past, pos)
+            rows.append(logits)
+            pos += 1
+        return np.stack(rows)
+
     def complete(self, messages: list[dict], **overrides) -> str:
         """The whole reply as one string (convenience for scripts and tests)."""
         return "".join(d.text for d in self.stream(messages, **overrides))
