@@ -1,0 +1,65 @@
+"""The voxcli program as a whole: version, help, usage errors, exit codes."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from voxcli import __version__
+from voxcli.cli.app import app
+from voxcli.errors import ExitCode
+
+runner = CliRunner()
+
+
+def _run(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "voxcli", *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_version():
+    r = runner.invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.stdout.strip() == f"voxcli {__version__}"
+
+
+def test_help_lists_every_subcommand_with_one_line():
+    r = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert r.exit_code == 0
+    for cmd in ("pull", "models", "rm"):
+        assert f" {cmd} " in r.stdout
+    assert "Examples" in r.stdout
+
+
+def test_every_subcommand_help_has_examples():
+    import typer.main
+
+    group = typer.main.get_command(app)
+    for name, cmd in group.commands.items():  # type: ignore[attr-defined]
+        text = (cmd.help or "") + "".join((c.help or "") for c in getattr(cmd, "commands", {}).values())
+        assert "voxcli " in text, f"`voxcli {name} --help` has no example"
+
+
+def test_unknown_command_is_one_line_usage_error_without_traceback():
+    r = _run("no-such-command")
+    assert r.returncode == ExitCode.USAGE
+    assert r.stderr.splitlines()[0] == "voxcli: error: No such command 'no-such-command'."
+    assert "Traceback" not in r.stderr and r.stdout == ""
+
+
+def test_unknown_option_names_the_subcommand_help():
+    r = _run("pull", "--bogus")
+    assert r.returncode == ExitCode.USAGE
+    assert r.stderr.splitlines() == ["voxcli: error: No such option: --bogus", "hint: see `voxcli pull --help`"]
+
+
+def test_vox_errors_map_to_their_exit_code_and_debug_adds_traceback():
+    r = _run("models", "--path", "not-installed")
+    assert r.returncode == ExitCode.MODEL_NOT_FOUND
+    assert r.stderr.splitlines()[0] == "voxcli: error: model 'not-installed' is not installed"
+    assert "Traceback" not in r.stderr
+    r = _run("--debug", "models", "--path", "not-installed")
+    assert r.returncode == ExitCode.MODEL_NOT_FOUND and "Traceback" in r.stderr
+
+
+def test_exit_codes_are_documented_values():
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 130]
