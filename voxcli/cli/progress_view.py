@@ -74,14 +74,13 @@ class RichProgress:
 
     def __init__(self) -> None:
         from rich.console import Console
-        from rich.progress import (BarColumn, DownloadColumn, Progress as RP, TextColumn,
-                                   TimeRemainingColumn, TransferSpeedColumn)
+        from rich.progress import BarColumn, Progress as RP, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
         self.console = Console(stderr=True)
         self.bar = RP(
             TextColumn("[bold]{task.fields[model]}[/] {task.description}"),
             BarColumn(),
-            DownloadColumn(),
+            TextColumn("{task.fields[amount]}"),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
             console=self.console,
@@ -98,9 +97,13 @@ class RichProgress:
             return
         key = (p.model, p.phase if p.phase != "download" else f"download:{p.detail}")
         desc = {"download": "download", "verify": "verify", "extract": "extract"}[p.phase]
+        if p.phase == "extract":
+            amount = f"{p.done}/{p.total} files"
+        else:
+            amount = f"{_fmt_bytes(p.done)}/{_fmt_bytes(p.total)}"
         if key not in self.tasks:
-            self.tasks[key] = self.bar.add_task(desc, total=p.total, model=p.model)
-        self.bar.update(self.tasks[key], completed=p.done, total=p.total)
+            self.tasks[key] = self.bar.add_task(desc, total=p.total, model=p.model, amount=amount)
+        self.bar.update(self.tasks[key], completed=p.done, total=p.total, amount=amount)
 
     def close(self) -> None:
         self.bar.stop()
