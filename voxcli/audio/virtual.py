@@ -169,3 +169,46 @@ class VirtualSpeaker:
         for seg in self._segments:
             total += int(min(max((t - seg.t_start) * self.sample_rate, 0), seg.n))
         return total
+
+
+class DeviceSpeaker:
+    """A real output device whose play head is the virtual clock (device latency ignored).
+
+    Barge-in must drop queued audio *and keep playing later replies*; the
+    device `Player` can only abort for good, so `stop()` swaps in a fresh one.
+    """
+
+    def __init__(self, sample_rate: int, device: int | str | None = None, *, max_ahead_s: float = 0.4) -> None:
+        from voxcli.audio.devices import Player
+
+        self._make = lambda: Player(sample_rate, device, max_buffer_s=max(1.0, 2 * max_ahead_s))
+        self.sample_rate = sample_rate
+        self._clock = VirtualSpeaker(sample_rate, max_ahead_s=max_ahead_s, keep=False)
+        self._player = self._make()
+        self._lock = threading.Lock()
+
+    def write(self, audio: np.ndarray) -> int | None:
+        at = self._clock.write(audio)
+        if at is not None:
+            with self._lock:
+                player = self._player
+            player.write(audio, timeout=2.0)
+        return at
+
+    def stop(self) -> int:
+        played = self._clock.stop()
+        with self._lock:
+            old, self._player = self._player, self._make()
+        old.abort()
+        return played
+
+    def drain(self, timeout: float | None = None) -> bool:
+        return self._clock.drain(timeout)
+
+    def played_samples(self) -> int:
+        return self._clock.played_samples()
+
+    def close(self) -> None:
+        self._clock.close()
+        with self._lock:
+            self._player.abort()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from voxcli.errors import LLMError
-
 if TYPE_CHECKING:  # pragma: no cover
     from voxcli.llm.base import LLMClient
 
@@ -41,19 +39,16 @@ def open_llm(
         return OpenAICompatClient(
             url, model, api_key_env=api_key_env, timeouts=timeouts, max_tokens=max_tokens, temperature=temperature
         )
-    try:
-        from voxcli.llm import local
-    except ImportError as e:
-        raise LLMError(
-            f"the on-device LLM is not available ({e})",
-            hint="pass --llm-url http://HOST:PORT/v1 to use an OpenAI-compatible server",
-        ) from None
-    opener = getattr(local, "open_local_llm", None)
-    if opener is not None:
-        return opener(model=model, max_tokens=max_tokens, temperature=temperature, **local_options)
-    kwargs: dict[str, Any] = dict(local_options)
+    from voxcli.llm.local import LocalLLMConfig, load_local_llm
+
+    cfg = LocalLLMConfig()
+    overrides: dict[str, Any] = dict(local_options)
     if max_tokens is not None:
-        kwargs["max_tokens"] = max_tokens
+        overrides["max_new_tokens"] = max_tokens
     if temperature is not None:
-        kwargs["temperature"] = temperature
-    return local.LocalLLM.load(model, **kwargs) if hasattr(local.LocalLLM, "load") else local.LocalLLM(model, **kwargs)
+        overrides["temperature"] = temperature
+    if overrides:
+        from dataclasses import replace
+
+        cfg = replace(cfg, **overrides)
+    return load_local_llm(model, cfg)

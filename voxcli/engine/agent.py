@@ -1,0 +1,490 @@
+"""The chat turn loop: mic -> streaming ASR -> LLM -> streaming TTS -> speaker, with barge-in.
+
+Every stage streams: the user's final transcript (ASR endpoint) becomes the
+user message; the LLM's deltas go straight into the TTS streamer's `send`, so
+the first clause is spoken while the model still writes; the TTS output is
+written to a speaker whose play head tells what the user has actually heard.
+
+Barge-in: while the assistant speaks, the mic stays open. Sustained user
+speech -- a VAD run of at least `barge_in_ms` AND at least one recognized
+word that is not an echo of what the assistant just said -- cancels the TTS
+and the LLM at once, drops the queued audio, and truncates the assistant's
+history entry to the text that was heard (each AudioChunk's `text`, cut in
+proportion for the chunk playing at the moment). `half_duplex` instead closes
+the mic while the assistant speaks (no echo cancellation available).
+
+Threads: the caller feeds mic audio (`feed`, VAD runs there: cheap); one
+thread reads ASR captions; one runs turns (LLM -> TTS `send`); one per turn
+moves TTS audio to the speaker. Every wait has a timeout and checks `close`.
+
+Turn log format (contract with `voxcli ledger --measured`; version 1)
+---------------------------------------------------------------------
+One JSON object per line in `voxcli.config.turn_log_path()` (the data dir's
+`turns.jsonl`, platformdirs `user_data_dir("voxcli")` or `$VOXCLI_DATA_DIR`):
+
+    {"event": "turn", "version": 1, "turn": 0, "t_unix": 1764450000.1,
+     "user": "what is the capital of france", "assistant": "Paris is ...",
+     "interrupted": false, "cut_off": false, "llm": "model @ http://...",
+     "speech_end_ms": 0.0, "endpoint_ms": 512.0, "asr_final_ms": 640.3,
+     "llm_request_ms": 641.0, "llm_first_token_ms": 790.2, "first_audio_ms": 905.7,
+     "terms": {"endpoint_ms": 512.0, "asr_tail_ms": 640.3, "hops_ms": 0.7,
+               "llm_ttft_ms": 149.2, "tts_first_audio_ms": 115.5, "total_ms": 905.7},
+     "llm_metrics": {"ttft_s": 0.149, "prompt_tokens": 31, "tokens": 12, ...}}
+
+- `*_ms` stamps are milliseconds after the end of the user's speech (the VAD
+  frame where the trailing silence began, mapped to wall time); null when the
+  turn never reached that point (e.g. no audio after a barge-in).
+- `terms` uses the names of `voxcli.engine.ledger.TERMS`: endpoint_ms = speech
+  end -> endpoint decision (the hold as measured); asr_tail_ms = speech end ->
+  ASR final transcript (our ASR finalizes after the hold, so it includes it;
+  max(endpoint, asr_tail) is the critical path either way); hops_ms = ASR final
+  -> LLM request sent; llm_ttft_ms = request -> first token; tts_first_audio_ms
+  = first token -> first audio handed to the speaker; total_ms = speech end ->
+  first audio. Terms that were not measured are absent (uplink and downlink
+  never are). Readers skip lines that do not parse or have another "event".
+"""
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from voxcli.engine.turnlog import TurnClock, TurnRecord, append_turn, make_record
+from voxcli.engine.vad import FRAME, SAMPLE_RATE, Endpointer, VADConfig
+from voxcli.events import AudioChunk, Caption, _Event
+
+CUT_OFF_NOTICE = "Sorry, my answer was cut off."
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    system: str | None = None
+    barge_in_ms: int = 300
+    """Sustained user speech (VAD) needed before a barge-in may cancel the reply."""
+    half_duplex: bool = False
+    """Close the mic while the assistant speaks (for setups without echo cancellation)."""
+    endpoint_ms: int = 500
+    echo_words: int = 40
+    """How many of the assistant's latest words count as possible echo."""
+    cut_off_notice: str = CUT_OFF_NOTICE
+    log_turns: bool = True
+
+
+@dataclass(frozen=True)
+class TurnStart(_Event):
+    turn: int
+    user: str
+    event = "turn_start"
+
+
+@dataclass(frozen=True)
+class Spoken(_Event):
+    """A piece of the assistant's reply, handed to the speaker."""
+
+    turn: int
+    text: str
+    event = "spoken"
+
+
+@dataclass(frozen=True)
+class BargeIn(_Event):
+    turn: int
+    heard: str
+    """The reply as heard up to the interruption (the new history entry)."""
+    user_words: str
+    event = "barge_in"
+
+
+@dataclass(frozen=True)
+class Notice(_Event):
+    kind: str
+    message: str
+    event = "notice"
+
+
+class Speaker(Protocol):
+    sample_rate: int
+
+    def write(self, audio: np.ndarray) -> int | None: ...
+    def stop(self) -> int: ...
+    def drain(self, timeout: float | None = None) -> bool: ...
+    def played_samples(self) -> int: ...
+
+
+_WORD = re.compile(r"[a-z0-9']+")
+
+
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def non_echo_words(user_text: str, assistant_recent: list[str]) -> list[str]:
+    """Recognized user words that the assistant did not just say (echo through the mic)."""
+    recent = set(assistant_recent)
+    return [w for w in words_of(user_text) if w not in recent]
+
+
+@dataclass
+class Span:
+    """Audio of one text chunk (a TTS sentence) as placed on the speaker's play head."""
+
+    start: int
+    n: int
+    text: str
+    complete: bool = False
+    """All of its audio was written (the next sentence or the end followed)."""
+
+
+def heard_text(spans: list[Span], played: int, sample_rate: int, chars_per_s: float = 14.0) -> str:
+    """Text of the audio heard: whole sentences before the play head, a word share of the one under it.
+
+    A sentence still being synthesized has an unknown length: estimate it from
+    the speaking rate of the finished ones (chars per second), never shorter
+    than what was written.
+    """
+    done = [s for s in spans if s.complete and s.n > 0 and s.text.strip()]
+    if done:
+        chars_per_s = sum(len(s.text) for s in done) / (sum(s.n for s in done) / sample_rate)
+    out: list[str] = []
+    for s in spans:
+        n = s.n if s.complete else max(s.n, int(len(s.text) / max(chars_per_s, 1e-3) * sample_rate))
+        if played >= s.start + n:
+            out.append(s.text)
+        elif played > s.start and n > 0:
+            words = s.text.split()
+            out.append(" ".join(words[: int(len(words) * (played - s.start) / n)]))
+    return " ".join(" ".join(out).split())
+
+
+@dataclass
+class _Reply:
+    turn: int
+    tts: Any
+    clock: TurnClock
+    spans: list[Span] = field(default_factory=list)
+    received: str = ""
+    barged: bool = False
+    heard_at_barge: str | None = None
+
+
+@dataclass
+class _Pending:
+    text: str
+    clock: TurnClock
+
+
+class Agent:
+    """One conversation. `start()`, then `feed()` 16 kHz mic audio; `close()` ends it."""
+
+    def __init__(
+        self,
+        llm: Any,
+        asr: Any,
+        vad: Any,
+        tts_factory: Callable[[], Any],
+        speaker: Speaker,
+        config: AgentConfig | None = None,
+        on_event: Callable[[Any], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.llm, self.asr, self.vad, self.tts_factory, self.speaker = llm, asr, vad, tts_factory, speaker
+        self.config = config or AgentConfig()
+        self.on_event = on_event or (lambda e: None)
+        self.clock = clock
+        self.history: list[dict[str, str]] = []
+        self.records: list[TurnRecord] = []
+        self.error: BaseException | None = None
+        self._vad_config = VADConfig(endpoint_ms=self.config.endpoint_ms)
+        self._ep = Endpointer(self._vad_config)
+        self._lock = threading.RLock()
+        self._closed = threading.Event()
+        self._turns: queue.Queue[_Pending] = queue.Queue()
+        self._reply: _Reply | None = None
+        self._turn_running = False
+        self._n_turns = 0
+        self._fed = 0  # samples given to VAD/ASR
+        self._stamps: list[tuple[int, float]] = []  # (samples fed after a send, wall time of that send)
+        self._endpoints: list[tuple[float, float]] = []  # (speech end, endpoint decision) not yet matched
+        self._run_frames = 0  # consecutive speech frames (hysteresis), for barge-in
+        self._utt_words = ""  # current (non-final) caption text
+        self._recent: list[str] = []  # the assistant's latest words
+        self._last_activity = clock()
+        self._threads = [
+            threading.Thread(target=self._guard(self._caption_loop), name="voxcli-agent-asr", daemon=True),
+            threading.Thread(target=self._guard(self._turn_loop), name="voxcli-agent-turns", daemon=True),
+        ]
+
+    # -- caller side --------------------------------------------------------------
+
+    def start(self) -> "Agent":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def feed(self, samples: np.ndarray) -> None:
+        """Mic audio (float32 16 kHz mono), as it is captured."""
+        if self._closed.is_set():
+            return
+        if self.config.half_duplex and self.speaking:
+            return  # mic closed while the assistant speaks
+        a = np.asarray(samples, dtype=np.float32).reshape(-1)
+        now = self.clock()
+        self.asr.send(a)
+        probs = self.vad.probs(a)
+        self._fed += a.size
+        self._stamps.append((self._fed, now))
+        if len(self._stamps) > 4096:
+            del self._stamps[:2048]
+        hi, lo = self._vad_config.threshold, self._vad_config.low
+        for p in probs:
+            p = float(p)
+            # speech run with hysteresis: grows on speech, survives the grey zone, resets on silence
+            self._run_frames = self._run_frames + 1 if p >= hi else (0 if p < lo else self._run_frames)
+            ev = self._ep.feed(p)
+            if ev is not None and ev.kind == "end":
+                with self._lock:
+                    self._endpoints.append((self._wall_of(ev.sample), now))
+        if self._ep.in_speech:
+            self._last_activity = now
+        self._maybe_barge_in()
+
+    @property
+    def speaking(self) -> bool:
+        """A reply is in progress (from the LLM request until its audio has played)."""
+        return self._turn_running
+
+    def busy(self) -> bool:
+        """User speaking, an utterance awaiting its transcript, or a turn running."""
+        with self._lock:
+            pending_ep = bool(self._endpoints) and self.clock() - self._endpoints[-1][1] < 10.0
+            return self._ep.in_speech or pending_ep or self._turn_running or not self._turns.empty()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def reply_first_audio(self) -> float | None:
+        r = self._reply
+        return None if r is None else r.clock.first_audio
+
+    def close(self) -> None:
+        """Stop listening and speaking at once (Ctrl-C); nothing waits forever."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        with self._lock:
+            r = self._reply
+        for fn in (getattr(self.llm, "cancel", None), getattr(r.tts, "cancel", None) if r else None,
+                   self.speaker.stop, getattr(self.asr, "cancel", None)):
+            if fn is not None:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - best effort while shutting down
+                    pass
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=2.0)
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """End of input: let the ASR commit the last utterance, then wait for the turns."""
+        try:
+            self.asr.finish(timeout)
+        except Exception:  # noqa: BLE001 - an ASR error surfaces through the caption loop
+            pass
+        self._threads[0].join(timeout)
+        deadline = self.clock() + timeout
+        while self.busy() and self.clock() < deadline and self.error is None:
+            with self._lock:
+                self._endpoints.clear()
+            time.sleep(0.02)
+
+    # -- ASR side -----------------------------------------------------------------
+
+    def _caption_loop(self) -> None:
+        for cap in self.asr.captions:
+            if self._closed.is_set():
+                return
+            self.on_event(cap)
+            if not cap.is_final:
+                self._utt_words = f"{cap.stable} {cap.volatile}"
+                self._maybe_barge_in()
+                continue
+            self._utt_words = ""
+            self._on_final(cap)
+
+    def _on_final(self, cap: Caption) -> None:
+        now = self.clock()
+        with self._lock:
+            speech_end, endpoint = self._endpoints.pop(0) if self._endpoints else (None, None)
+            text = cap.stable.strip()
+            reply = self._reply
+            if not text:
+                return
+            ignored = self._turn_running and reply is not None and not reply.barged
+            if not ignored:
+                self._turns.put(_Pending(text, TurnClock(speech_end=speech_end, endpoint=endpoint, asr_final=now)))
+        if ignored:
+            self.on_event(Notice("ignored", f"heard while speaking, not a barge-in: {text}"))
+
+    def _maybe_barge_in(self) -> None:
+        cfg = self.config
+        if cfg.half_duplex or self._run_frames * FRAME * 1000 < cfg.barge_in_ms * SAMPLE_RATE:
+            return
+        with self._lock:
+            reply = self._reply
+            if reply is None or reply.barged or not self._turn_running:
+                return
+            fresh = non_echo_words(self._utt_words, self._recent)
+            if not fresh:
+                return
+            reply.barged = True
+            self.llm.cancel()
+            reply.tts.cancel()
+            played = self.speaker.stop()
+            reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate)
+        self.on_event(BargeIn(reply.turn, reply.heard_at_barge, " ".join(fresh)))
+
+    # -- turns --------------------------------------------------------------------
+
+    def _turn_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                pending = self._turns.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            with self._lock:
+                self._turn_running = True
+            try:
+                self._run_turn(pending)
+            finally:
+                with self._lock:
+                    self._turn_running = False
+                    self._reply = None
+
+    def _run_turn(self, pending: _Pending) -> None:
+        turn = self._n_turns
+        self._n_turns += 1
+        self.on_event(TurnStart(turn, pending.text))
+        self.history.append({"role": "user", "content": pending.text})
+        messages = ([{"role": "system", "content": self.config.system}] if self.config.system else []) + list(
+            self.history
+        )
+        clock = pending.clock
+        reply = _Reply(turn=turn, tts=self.tts_factory(), clock=clock)
+        with self._lock:
+            self._reply = reply
+            self._recent = []
+        player = threading.Thread(target=self._guard(self._play, reply), name="voxcli-agent-play", daemon=True)
+        player.start()
+        metrics: dict[str, float] = {}
+        cut_off = False
+        clock.llm_request = self.clock()
+        try:
+            for d in self.llm.stream(messages):
+                if d.is_final:
+                    metrics = dict(d.metrics)
+                    cut_off = bool(metrics.get("cut_off"))
+                    break
+                if not d.text:
+                    continue
+                if clock.llm_first_token is None:
+                    clock.llm_first_token = self.clock()
+                reply.received += d.text
+                if not reply.barged:
+                    self._send(reply, d.text)
+        except BaseException:
+            reply.tts.cancel()
+            player.join(2.0)
+            raise
+        if cut_off and not reply.barged:
+            self.on_event(Notice("cut_off", "the answer was cut off"))
+            tail = "" if re.search(r"[.!?]\s*$", reply.received) or not reply.received.strip() else "."
+            self._send(reply, f"{tail} {self.config.cut_off_notice}")
+        if not reply.barged:
+            try:
+                reply.tts.finish()
+            except Exception:  # noqa: BLE001 - cancelled by a barge-in in between
+                if not reply.barged:
+                    raise
+        while player.is_alive() and not self._closed.is_set():
+            player.join(0.05)
+        if not reply.barged:
+            while not self.speaker.drain(0.05):
+                if self._closed.is_set() or reply.barged:
+                    break
+        clock.end = self.clock()
+        heard = reply.heard_at_barge if reply.barged else " ".join(reply.received.split())
+        if heard:
+            self.history.append({"role": "assistant", "content": heard})
+        rec = make_record(
+            turn, clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
+            cut_off=cut_off, llm=str(getattr(self.llm, "name", type(self.llm).__name__)), llm_metrics=metrics,
+        )
+        self.records.append(rec)
+        if self.config.log_turns and not self._closed.is_set():
+            append_turn(rec)
+        self.on_event(rec)
+
+    def _play(self, reply: _Reply) -> None:
+        """Move TTS audio to the speaker, remembering which text each sample speaks."""
+        for chunk in reply.tts.output:
+            if not isinstance(chunk, AudioChunk):
+                continue
+            if chunk.kind != "audio" or chunk.is_final:
+                with self._lock:
+                    if reply.spans and chunk.kind == "final":
+                        reply.spans[-1].complete = True
+                return  # final or cancelled sentinel
+            if reply.barged or self._closed.is_set():
+                continue  # drain the cancelled stream without playing it
+            at = self.speaker.write(chunk.audio)
+            if at is None:
+                continue
+            if reply.clock.first_audio is None:
+                reply.clock.first_audio = self.clock()
+            with self._lock:
+                if chunk.text or not reply.spans:  # a sentence's text rides on its first block
+                    if reply.spans:
+                        reply.spans[-1].complete = True
+                    reply.spans.append(Span(at, 0, chunk.text))
+                reply.spans[-1].n = at + int(chunk.audio.size) - reply.spans[-1].start
+                self._recent = (self._recent + words_of(chunk.text))[-self.config.echo_words :]
+            if chunk.text:
+                self.on_event(Spoken(reply.turn, chunk.text))
+
+    # -- helpers ------------------------------------------------------------------
+
+    @staticmethod
+    def _send(reply: _Reply, text: str) -> None:
+        try:
+            reply.tts.send(text)
+        except Exception:  # noqa: BLE001 - a barge-in cancelled the streamer between check and send
+            if not reply.barged:
+                raise
+
+    def _wall_of(self, sample: int) -> float:
+        """Wall time at which fed sample `sample` was captured (sends are real time)."""
+        best = self._stamps[-1]
+        for fed, t in reversed(self._stamps):  # the send that delivered `sample`: first with fed >= sample
+            if fed < sample:
+                break
+            best = (fed, t)
+        fed, t = best
+        return t - (fed - sample) / SAMPLE_RATE
+
+    def _guard(self, fn: Callable[..., None], *args: Any) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn(*args)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller via .error
+                if self.error is None and not self._closed.is_set():
+                    self.error = e
+                    self.on_event(Notice("error", str(e)))
+
+        return run
