@@ -51,6 +51,7 @@ COMMAND_MODULES = [
     "pull",
     "ledger",
     "bench",
+    "chat",
 ]
 
 
