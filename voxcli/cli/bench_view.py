@@ -10,9 +10,9 @@ from rich.text import Text
 
 LABELS = {
     "ttfa_ms": "TTFA ms",
-    "audible_ttfa_ms": "audible TTFA ms",
+    "audible_ttfa_ms": "audible ms",
     "rtf": "RTF",
-    "max_gap_ms": "max chunk gap ms",
+    "max_gap_ms": "max gap ms",
     "underruns": "underruns",
     "underrun_ms": "underrun ms",
     "total_ms": "total ms",
@@ -29,7 +29,7 @@ def _fmt(v: Any, metric: str) -> str:
         return f"{v:.3f}"
     if metric == "underruns":
         return f"{v:g}"
-    return f"{v:.1f}"
+    return f"{v:.1f}" if abs(v) < 1000 else f"{v:.0f}"
 
 
 def metrics_table(doc: dict[str, Any]) -> Table:
@@ -40,17 +40,16 @@ def metrics_table(doc: dict[str, Any]) -> Table:
     for s in STATS:
         table.add_column(s, justify="right", no_wrap=True)
     for t in doc["texts"]:
-        name = f"{t['name']} ({t['mode']}, {t['chars']} ch)"
-        first = True
-        for metric, summary in t["summary"].items():
-            table.add_row(name if first else "", LABELS.get(metric, metric), *(_fmt(summary[s], metric) for s in STATS))
-            first = False
+        names = [t["name"], Text(f"{t['mode']}, {t['chars']} ch", style="dim")]
+        for i, (metric, summary) in enumerate(t["summary"].items()):
+            table.add_row(names[i] if i < len(names) else "", LABELS.get(metric, metric),
+                          *(_fmt(summary[s], metric) for s in STATS))
         if "batch" in t:
             b = t["batch"]["ttfa_ms"]
-            table.add_row("", "batch first audio ms", *(_fmt(b[s], "ms") for s in STATS), style="magenta")
+            table.add_row("", "batch ms", *(_fmt(b[s], "ms") for s in STATS), style="magenta")
             ratio = t["batch"]["ratio_p50"]
-            table.add_row("", Text(f"streaming/batch p50 = {ratio:.3f}" if ratio else "streaming/batch -",
-                                   style="magenta"), *[""] * len(STATS))
+            table.add_row("", "stream/batch", "", "-" if ratio is None else f"{ratio:.3f}", "", "", "",
+                          style="magenta")
         if "cold" in t:
             c = t["cold"]["ttfa_ms"]
             table.add_row("", "cold TTFA ms", *(_fmt(c[s], "ms") for s in STATS), style="yellow")
@@ -62,7 +61,7 @@ def metrics_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-def histogram(values: Sequence[float], bins: int = 10, width: int = 40, label: str = "TTFA ms") -> Group:
+def histogram(values: Sequence[float], bins: int = 10, width: int = 36, label: str = "TTFA ms") -> Group:
     """A horizontal-bar histogram of the values (one row per bin)."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
