@@ -281,8 +281,12 @@ class TTSStreamer:
         prepare_s = self._now() - t
         self._synth_s += prepare_s
         self._spoken_chars += len(clean)
-        for p in prepared:
+        shares = [getattr(p, "prepare_s", 0.0) or 0.0 for p in prepared]
+        scale = prepare_s / sum(shares) if sum(shares) > 0 else 0.0
+        for i, p in enumerate(prepared):
             self._check()
+            # Attribute the wall time of prepare() to each sentence's first block, in proportion.
+            prepare_s = shares[i] * scale if scale else (prepare_s if i == 0 else 0.0)
             if getattr(p, "latent", None) is None and getattr(p, "audio", None) is not None:
                 self._emit(np.asarray(p.audio, np.float32).reshape(-1), p.text, prepare_s)  # voice cannot stream
                 prepare_s = 0.0
