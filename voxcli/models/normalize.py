@@ -36,6 +36,7 @@ _QUOTES: Final = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u
 # Symbols espeak reads well and that are not emoji.
 _KEEP_SYMBOLS: Final = frozenset("°©®™")
 
+_ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
 _MD_CODE = re.compile(r"`+")
@@ -70,7 +71,7 @@ def normalize_text(text: str) -> str:
 def strip_unspeakable(text: str) -> str:
     """Drop control/format characters and emoji; fold typographic quotes and spaces to ASCII."""
     out = []
-    for ch in text.translate(_QUOTES):
+    for ch in _ANSI_ESCAPE.sub("", text).translate(_QUOTES):  # terminal colours from piped tools
         if ch in "\n\t":
             out.append(ch)
             continue
