@@ -54,7 +54,7 @@ class ASRStats:
     skipped: int = 0
     """Re-decodes skipped because the worker was behind."""
     max_lag_s: float = 0.0
-    """Most audio waiting (pending) when a decode finished."""
+    """Most audio left waiting behind the worker (0 in lockstep mode)."""
     max_buffer_s: float = 0.0
     cuts: int = 0
     utterances: int = 0
@@ -162,6 +162,12 @@ class ASRStreamer:
             self._cond.notify()
 
     @property
+    def pending_s(self) -> float:
+        """Audio sent but not yet taken by the worker (its lag behind the input)."""
+        with self._cond:
+            return self._pending_n / SAMPLE_RATE
+
+    @property
     def text(self) -> str:
         return "\n".join(self.utterances)
 
@@ -187,6 +193,8 @@ class ASRStreamer:
                 parts.append(a)
                 n += a.size
             self._pending_n -= n
+            if not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
+                self.stats.max_lag_s = max(self.stats.max_lag_s, self._pending_n / SAMPLE_RATE)
             return np.concatenate(parts), False
 
     def _run(self) -> None:
@@ -290,10 +298,6 @@ class ASRStreamer:
         assert self._utt_start is not None
         words = self._decode(self._utt_start, self._buf_end)
         self._last_decode_at = self._buf_end
-        if not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
-            with self._cond:
-                lag = self._pending_n / SAMPLE_RATE
-            self.stats.max_lag_s = max(self.stats.max_lag_s, lag)
         self.agreement.update(words)
         self._emit(False)
 

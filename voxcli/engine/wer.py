@@ -47,7 +47,8 @@ def _spell_number(m: re.Match) -> str:
     digits, suffix = m.group(1).replace(",", ""), (m.group(2) or "").lower()
     if "." in digits:
         whole, frac = digits.split(".", 1)
-        return f"{number_words(int(whole or 0))} point {' '.join(_ONES[int(d)] for d in frac)}"
+        spoken = f"{number_words(int(whole or 0))} point {' '.join(_ONES[int(d)] for d in frac)}"
+        return spoken + (" percent" if suffix == "%" else "")
     if len(digits) > 12:
         return " ".join(_ONES[int(d)] for d in digits)
     words = number_words(int(digits))
