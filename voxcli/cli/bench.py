@@ -26,7 +26,7 @@ audible TTFA (first sample above -40 dBFS on a simulated real-time player),
 RTF, longest gap between chunks, underruns, total. Every run is appended to
 the bench history (see `voxcli bench history`).
 
-Budgets (--max-p50-ms/--max-p95-ms, or [bench] max_p50_ms/max_p95_ms in the
+Budgets (--max-p50-ms/--max-p95-ms, or \\[bench] max_p50_ms/max_p95_ms in the
 config file) apply to the warm TTFA pooled over all texts; exceeding one
 exits 1 with a line naming the metric and the measured value.
 

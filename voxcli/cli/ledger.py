@@ -23,7 +23,7 @@ first reply audio they hear:
           + TTS first audio + downlink
 
 The endpoint hold and the ASR tail run at the same time, so only the longer
-one counts. Terms come from the preset, then the config file's [ledger]
+one counts. Terms come from the preset, then the config file's \\[ledger]
 section, then --measured, then flags.
 
 [bold]Presets[/bold]
@@ -116,7 +116,7 @@ def register(app: typer.Typer) -> None:
     def ledger(
         ctx: typer.Context,
         preset: Annotated[
-            str, typer.Option("--preset", "-p", help="default | webrtc | telephony (config [ledger] preset).")
+            str, typer.Option("--preset", "-p", help="default | webrtc | telephony (config \\[ledger] preset).")
         ] = "",
         uplink_ms: Annotated[TermOpt, _term_option("uplink_ms")] = None,
         endpoint_ms: Annotated[TermOpt, _term_option("endpoint_ms")] = None,
