@@ -73,6 +73,7 @@ class _Outbox:
         self._maxsize = maxsize
         self._closed = False  # a sentinel (or error) has been queued
         self._delivered = False  # ... and the consumer took it
+        self.taken = (0, 0, 0.0)  # audio chunks, samples and synth seconds the consumer took
 
     def put(self, chunk: AudioChunk, cancelled: threading.Event) -> bool:
         with self._cond:
@@ -85,13 +86,17 @@ class _Outbox:
             return True
 
     def close(self, item: Any, *, replace: bool = False) -> bool:
-        """Queue the end of the stream once; `replace` drops queued audio (and an unread final)."""
+        """Queue the end of the stream once; `replace` drops queued audio (and an unread final).
+
+        `item` may be a callable, called under the lock (a sentinel whose stats
+        count exactly the chunks the consumer received).
+        """
         with self._cond:
             if self._delivered or (self._closed and not replace):
                 return False
             if replace:
                 self._items.clear()
-            self._items.append(item)
+            self._items.append(item() if callable(item) else item)
             self._closed = True
             self._cond.notify_all()
             return True
@@ -105,6 +110,9 @@ class _Outbox:
             item = self._items.popleft()
             if not isinstance(item, AudioChunk) or item.kind != "audio":
                 self._delivered = True
+            else:
+                n, samples, synth = self.taken
+                self.taken = (n + 1, samples + item.audio.size, synth + item.synth_s)
             self._cond.notify_all()
             return item
 
@@ -179,7 +187,7 @@ class TTSStreamer:
             self._cancel.set()
             self._texts.clear()
             self._lock.notify_all()
-        self._out.close(self._sentinel("cancelled"), replace=True)
+        self._out.close(self._cancelled_sentinel, replace=True)
 
     @property
     def output(self) -> Iterator[AudioChunk]:
@@ -247,6 +255,22 @@ class TTSStreamer:
         )
         return AudioChunk(np.zeros(0, np.float32), self.sample_rate, self._chunks, is_final=True,
                           kind=kind, t_emit=stats.total_s, stats=stats)  # type: ignore[arg-type]
+
+    def _cancelled_sentinel(self) -> AudioChunk:
+        # Dropped audio never reached the consumer: the stats describe what it received.
+        chunks, samples, synth_s = self._out.taken
+        audio_s = samples / float(self.sample_rate)
+        stats = StreamStats(
+            ttfa_s=self._ttfa if chunks else None,
+            rtf=rtf(synth_s, audio_s),
+            audio_s=audio_s,
+            total_s=self._elapsed(),
+            chunks=chunks,
+            underruns=self._playback.underruns,
+            underrun_s=self._playback.underrun_s,
+        )
+        return AudioChunk(np.zeros(0, np.float32), self.sample_rate, chunks, is_final=True,
+                          kind="cancelled", t_emit=stats.total_s, stats=stats)
 
     def _next_text(self) -> str | None:
         with self._lock:
