@@ -142,3 +142,20 @@ def test_cold_runs_are_reported_separately(runner, real_voice, isolated_env):
     assert cold[0] > doc["texts"][0]["runs"][0]["ttfa_ms"]
     assert doc["overall"]["ttfa_ms"]["n"] == 1  # cold runs are not pooled with warm ones
     assert "cold_ttfa_ms" in _history(isolated_env)[0]["metrics"]
+
+
+def test_bench_ttfa_agrees_with_speak_stats(runner, real_voice, isolated_env):
+    text = "Hello there. This is a test."
+    out = isolated_env / "speak.wav"
+    speak_ttfa = []
+    for _ in range(3):
+        r = runner.invoke(app, ["speak", text, "-o", str(out), "--json"], catch_exceptions=False)
+        assert r.exit_code == 0, r.stderr
+        final = [json.loads(x) for x in r.stdout.splitlines() if x.strip()][-1]
+        speak_ttfa.append(final["stats"]["ttfa_s"] * 1000.0)
+    r = runner.invoke(app, ["bench", "ttfa", "--text", text, "--runs", "3", "--warmup", "1", "--json"],
+                      catch_exceptions=False)
+    bench = json.loads(r.stdout)["texts"][0]["summary"]["ttfa_ms"]
+    speak_p50 = sorted(speak_ttfa)[1]
+    # same text, same streamer: the same order of magnitude on a shared, noisy CPU
+    assert bench["p50"] / 4 - 50 < speak_p50 < bench["p50"] * 4 + 50
