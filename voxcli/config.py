@@ -43,7 +43,7 @@ def config_path() -> Path:
         return Path(env).expanduser()
     import platformdirs
 
-    return Path(platformdirs.user_config_dir(APP)) / "config.toml"
+    return Path(platformdirs.user_config_dir(APP, appauthor=False)) / "config.toml"
 
 
 def data_dir(create: bool = False) -> Path:
@@ -54,7 +54,7 @@ def data_dir(create: bool = False) -> Path:
     else:
         import platformdirs
 
-        path = Path(platformdirs.user_data_dir(APP))
+        path = Path(platformdirs.user_data_dir(APP, appauthor=False))
     if create:
         path.mkdir(parents=True, exist_ok=True)
     return path
