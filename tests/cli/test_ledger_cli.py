@@ -46,7 +46,7 @@ def test_flags_beat_config_beat_preset(runner, tmp_path):
     (tmp_path / "config.toml").write_text('[ledger]\npreset = "telephony"\nllm_ttft_ms = 500\nhops_ms = 10\n')
     r = runner.invoke(app, ["ledger", "--json", "--hops-ms", "20"], catch_exceptions=False)
     doc = json.loads(r.stdout)
-    assert doc["terms"]["uplink_ms"] == 150  # telephony preset from the config
+    assert doc["terms"]["uplink_ms"] == 150 and doc["preset"] == "telephony"  # preset from the config
     assert doc["terms"]["llm_ttft_ms"] == 500 and doc["sources"]["llm_ttft_ms"] == "config"
     assert doc["terms"]["hops_ms"] == 20 and doc["sources"]["hops_ms"] == "flag"
     assert doc["total_ms"] == 150 + 350 + 20 + 500 + 100 + 150

@@ -68,7 +68,7 @@ def _term_option(term: str) -> object:
 
 def _gather(
     preset: str, flags: dict[str, float | None], measured: bool
-) -> tuple[model.TurnBudget, dict[str, str], dict]:
+) -> tuple[model.TurnBudget, dict[str, str], dict, str]:
     """Resolve each term and remember where it came from."""
     from voxcli.config import load_config
 
@@ -102,7 +102,7 @@ def _gather(
     for t in model.TERMS:
         if measured and not sources[t].startswith(("measured", "flag", "config", "bench", "turn")):
             sources[t] = "assumed"
-    return model.TurnBudget(**values), sources, details
+    return model.TurnBudget(**values), sources, details, name
 
 
 def register(app: typer.Typer) -> None:
@@ -145,10 +145,10 @@ def register(app: typer.Typer) -> None:
             "hops_ms": hops_ms, "llm_ttft_ms": llm_ttft_ms, "tts_first_audio_ms": tts_first_audio_ms,
             "downlink_ms": downlink_ms,
         }
-        budget, sources, details = _gather(preset, flags, measured)
+        budget, sources, details, preset_name = _gather(preset, flags, measured)
         led = model.compute(budget)
         if as_json:
-            doc = {"preset": preset or "default", **led.to_dict(), "sources": sources}
+            doc = {"preset": preset_name, **led.to_dict(), "sources": sources}
             if details:
                 doc["measurements"] = details
             print(json.dumps(doc, indent=2), flush=True)
@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         fixed = 36 + max(len(v) for v in sources.values()) + (6 if sensitivity else 0)
         width = max(24, min(72, console.width - fixed))
-        console.print(f"[bold]Turn latency[/bold], preset {preset or 'default'}", highlight=False)
+        console.print(f"[bold]Turn latency[/bold], preset {preset_name}", highlight=False)
         console.print(waterfall(led, sources, width=width, show_sensitivity=sensitivity))
         for term, d in details.items():
             console.print(f"[dim]{model.LABELS[term]}: {d['value_ms']:.0f} ms, {d['detail']}[/dim]", highlight=False)
