@@ -217,9 +217,9 @@ def register(app: typer.Typer) -> None:
                 view.finish(summary_line(last.stats, mode="no-stream" if no_stream else "stream")
                             if last is not None and last.stats is not None else "done")
         except BaseException:
+            outputs.abort()  # silence first, then wait for the producer's current model call
             if streamer is not None:
-                streamer.cancel()
-            outputs.abort()
+                streamer.close()
             if view is not None:
                 view.close()
             raise

@@ -216,9 +216,14 @@ class TTSStreamer:
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
-    def close(self) -> None:
-        """Cancel unless the stream already ended (for `with` blocks and abandoned iterators)."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Cancel unless the stream already ended, and wait for the producer to stop.
+
+        Waiting matters at process exit: a daemon thread still inside an
+        onnxruntime call while the interpreter shuts down aborts the process.
+        """
         self.cancel()
+        self.join(timeout)
 
     def __enter__(self) -> "TTSStreamer":
         return self
@@ -368,7 +373,7 @@ class Voice:
             streamer.finish()
             yield from streamer.output
         finally:
-            streamer.cancel()  # a no-op once the sentinel was delivered
+            streamer.close()  # a no-op once the sentinel was delivered
 
     def synthesize(self, text: str) -> np.ndarray:
         """The whole text at once (the --no-stream baseline); empty if nothing is speakable."""
