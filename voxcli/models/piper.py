@@ -29,7 +29,10 @@ from voxcli.models.phonemize import EspeakPhonemizer, phonemes_to_ids
 
 _LOG = logging.getLogger(__name__)
 
-DEFAULT_THREADS: Final = 1  # measured on 2 shared cores: see benchmarks/bench_piper_split.py
+# Measured (benchmarks/bench_piper_split.py, 2 cores, quiet machine): 2 threads decode ~2.5x faster
+# than 1; under heavy contention 1 thread degrades less, so callers sharing the CPU (the chat
+# loop runs ASR at the same time) may pass threads=1.
+DEFAULT_MAX_THREADS: Final = 2
 _PROBE_TEXT: Final = "Hello there."
 
 
@@ -112,7 +115,7 @@ def session_options(threads: int | None = None):
 
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads or DEFAULT_THREADS
+    opts.intra_op_num_threads = threads or max(1, min(DEFAULT_MAX_THREADS, os.cpu_count() or 1))
     opts.inter_op_num_threads = 1
     # spinning threads steal the shared cores from the audio/ASR threads between calls
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
