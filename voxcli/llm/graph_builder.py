@@ -9,21 +9,30 @@ Graph (one pass for the whole prompt, then one token per call):
   ids -> Gather(E) -> 30 x [SkipSimplifiedLayerNorm -> QKV MatMulNBits ->
   GroupQueryAttention(rotary, interleaved, KV cache) -> O MatMulNBits ->
   SkipSimplifiedLayerNorm -> gate|up MatMulNBits -> SiLU(g)*u -> down] ->
-  last position -> RMSNorm -> Gemm(E^T) -> logits [1, vocab].
+  last position -> RMSNorm -> E^T head -> logits [1, vocab].
 
 Q4_1 weights (value = d*q + m per 32-block) stay 4-bit: MatMulNBits computes
 A @ (d*q)^T exactly with zero points 0, and the minimum term is added as
 blocksum(A) @ m^T (m is constant over a block, so A.(m*1) = m*sum(A_block)).
-Measured on one 1536x576 projection (2 cores, fp32 accumulate, level 0):
-  split (this):          max err 6.6e-6, 0.06 ms per token, 1.0 ms per 60-token prefill;
-  float zero points -m/d: max err 2.5e-6, 0.89 ms per token (slow fallback kernel);
-  int8 activations (level 4): max err 3.4e-2 -- rejected, logits drift from the reference.
-The Q8_0 embedding is tied to the LM head: dequantized to float32 (exact,
-113 MB) and shared by the Gather and the final Gemm; 8-bit MatMulNBits was
-either 120+ ms per token (fp32 level) or off by 0.5 % (int8 level), Gemm
-fp32 is 6.4 ms per token. The table is not stored in the derived graph: it is
-fed as a graph input (`EMBED_NAME`; onnxruntime wraps a numpy input without a
-copy) dequantized from the GGUF at load, keeping the derived cache small.
+Measured on one 1536x576 projection (2 cores, random weights):
+  split, fp32 activations (level 0): max err 6.6e-6, 0.06 ms/token, 1.0 ms per 60-token prefill;
+  float zero points -m/d:            max err 2.5e-6, 0.89 ms/token (slow fallback kernel);
+  split, int8 activations (level 4): max err 3.4e-2, 0.03 ms/token, 0.6 ms per prefill.
+  (fp32 dequantized weights would need 424 MB: over the memory target.)
+Whole model, France prompt + 8 greedy steps vs the numpy reference (logits
+span about +-28): level 0 max diff 1.5e-4, level 4 max diff 2.6 (per-block
+int8 activations, as llama.cpp's Q8_1 dot products), same greedy tokens; level
+4 decodes 3-4x faster, so it is LocalLLM's default ("fast") and level 0 is
+"exact", the one the reference test holds to 5e-3.
+The Q8_0 embedding is tied to the LM head (no output.weight):
+- level 4 ("fast"): kept as Q8_0 codes (uint8 = q + 128, zero point 128: exact)
+  for GatherBlockQuantized and an 8-bit MatMulNBits head with int8
+  activations: 1.7 ms per token, 28 MB, adds <0.1 to the logits' deviation;
+- level 0 ("exact"): dequantized to float32 (exact, 113 MB) and shared by Gather
+  and a Gemm head, 6.4 ms per token; 8-bit MatMulNBits at fp32 level took
+  120+ ms per token (no fast kernel). The table is not stored in the derived
+  graph but fed as a graph input (`EMBED_NAME`; onnxruntime wraps a numpy
+  input without a copy), dequantized from the GGUF at load.
 
 RoPE: GroupQueryAttention's `rotary_interleaved=1` rotates adjacent pairs,
 which is ggml's mode for GGUF llama weights (the converter permuted Q/K rows).
@@ -39,7 +48,7 @@ import numpy as np
 
 from voxcli.llm.gguf_reader import QK, GGUFModel, LlamaConfig
 
-GRAPH_VERSION: Final = 1
+GRAPH_VERSION: Final = 2
 """Bump when the graph layout changes so cached builds are rebuilt."""
 EMBED_NAME: Final = "token_embd"
 """Graph input carrying the float32 [vocab, hidden] embedding/LM-head table."""
@@ -127,7 +136,20 @@ def build_decoder(model: GGUFModel, level: int = 0):
     b.init("rope.cos", np.cos(ang).astype(np.float32))
     b.init("rope.sin", np.sin(ang).astype(np.float32))
 
-    (x,) = b.node("Gather", [EMBED_NAME, "input_ids"], ["embed"], axis=0)
+    q8_head = level == 4 and model.qtype("token_embd.weight") == "Q8_0" and not model.has("output.weight")
+    if q8_head:  # int8 activations anyway: keep the tied table as Q8_0 codes (28 MB, not 113)
+        e8 = model.q8_0("token_embd.weight")
+        codes = (e8.codes.astype(np.int16) + 128).astype(np.uint8)  # uint8 with zero point 128: exact
+        zp = np.full(e8.scales.shape, 128, dtype=np.uint8)
+        b.init("embed.codes", codes.reshape(c.vocab, c.hidden))
+        b.init("embed.scales", e8.scales)
+        b.init("embed.zp", zp)
+        (x,) = b.node(
+            "GatherBlockQuantized", ["embed.codes", "input_ids", "embed.scales", "embed.zp"], ["embed"],
+            domain="com.microsoft", gather_axis=0, quantize_axis=1, block_size=QK, bits=8,
+        )
+    else:
+        (x,) = b.node("Gather", [EMBED_NAME, "input_ids"], ["embed"], axis=0)
     residual = x
     pending: str | None = None  # output of the previous sub-block, not yet added to residual
     for i in range(c.n_layers):
@@ -173,15 +195,23 @@ def build_decoder(model: GGUFModel, level: int = 0):
     gamma_out = b.init("output_norm", model.float32("output_norm.weight"))
     (nf,) = b.node("SimplifiedLayerNormalization", [last2, gamma_out], ["final.norm"], axis=-1, epsilon=c.rms_eps)
     head = "output.weight" if model.has("output.weight") else EMBED_NAME
-    if head != EMBED_NAME:
-        b.init(head, model.float32(head))
-    b.node("Gemm", [nf, head], ["logits"], transB=1)
+    if q8_head:
+        b.init("head.codes", codes.reshape(c.vocab, c.hidden // QK, QK))
+        b.node(
+            "MatMulNBits", [nf, "head.codes", "embed.scales", "embed.zp"], ["logits"], domain="com.microsoft",
+            K=c.hidden, N=c.vocab, bits=8, block_size=QK, accuracy_level=4,
+        )
+    else:
+        if head != EMBED_NAME:
+            b.init(head, model.float32(head))
+        b.node("Gemm", [nf, head], ["logits"], transB=1)
 
     graph = h.make_graph(
         b.nodes, "smollm2_decoder", inputs, outputs, b.inits,
         value_info=[],
     )
-    graph.input.append(h.make_tensor_value_info(EMBED_NAME, TP.FLOAT, [c.vocab, c.hidden]))
+    if not q8_head:
+        graph.input.append(h.make_tensor_value_info(EMBED_NAME, TP.FLOAT, [c.vocab, c.hidden]))
     onnx_model = h.make_model(
         graph, opset_imports=[h.make_opsetid("", 21), h.make_opsetid("com.microsoft", 1)],
         producer_name="voxcli",

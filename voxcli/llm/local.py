@@ -13,6 +13,7 @@ Precision: "fast" (default) lets MatMulNBits quantize activations to int8 per
 """
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -25,6 +26,7 @@ import numpy as np
 from voxcli.errors import LLMError, ModelNotFoundError
 from voxcli.events import TextDelta
 from voxcli.llm.base import make_metrics
+from voxcli.llm.graph_builder import EMBED_NAME
 from voxcli.llm.prompt import DEFAULT_SYSTEM, FittedPrompt, fit_messages
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -55,6 +57,19 @@ class LocalLLMConfig:
     """onnxruntime intra-op threads; None = min(4, cpu count)."""
 
 
+def _dequantize_rows(model, name: str, rows: int = 4096) -> np.ndarray:
+    """float32 copy of a Q8_0 table, built in row chunks so the peak stays near one copy."""
+    q = model.q8_0(name) if model.qtype(name) == "Q8_0" else None
+    if q is None:
+        return model.float32(name)
+    n, nb, qk = q.codes.shape
+    out = np.empty((n, nb * qk), dtype=np.float32)
+    for r in range(0, n, rows):
+        blk = q.codes[r : r + rows].astype(np.float32) * q.scales[r : r + rows, :, None]
+        out[r : r + rows] = blk.reshape(-1, nb * qk)
+    return out
+
+
 def _sample(logits: np.ndarray, cfg: LocalLLMConfig, rng: np.random.Generator) -> int:
     """Greedy argmax, or temperature + top-p (nucleus) sampling."""
     if cfg.temperature <= 0:
@@ -72,7 +87,7 @@ def _sample(logits: np.ndarray, cfg: LocalLLMConfig, rng: np.random.Generator) -
 class LocalLLM:
     """The on-device chat model. Build with `LocalLLM.load(gguf_path, derived_dir)`."""
 
-    def __init__(self, session, embed: np.ndarray, tokenizer, n_layers: int, n_kv: int, head_dim: int,
+    def __init__(self, session, embed: np.ndarray | None, tokenizer, n_layers: int, n_kv: int, head_dim: int,
                  config: LocalLLMConfig) -> None:
         import onnxruntime as ort
 
@@ -111,8 +126,12 @@ class LocalLLM:
         except Exception as exc:
             raise LLMError(f"cannot load the decoder graph {graph}: {exc}") from exc
         c = model.config
-        embed = model.float32("token_embd.weight")
-        return cls(session, embed, ChatTokenizer.from_gguf(model), c.n_layers, c.n_kv_heads, c.head_dim, config)
+        needs_embed = any(i.name == EMBED_NAME for i in session.get_inputs())
+        embed = _dequantize_rows(model, "token_embd.weight") if needs_embed else None
+        tokenizer = ChatTokenizer.from_gguf(model)
+        del model
+        gc.collect()  # the GGUF reader's metadata parse holds ~160 MB of small arrays in cycles
+        return cls(session, embed, tokenizer, c.n_layers, c.n_kv_heads, c.head_dim, config)
 
     # -- LLMClient ----------------------------------------------------------
     def cancel(self) -> None:
@@ -139,8 +158,9 @@ class LocalLLM:
             "input_ids": np.asarray([ids], dtype=np.int64),
             "seqlens_k": np.asarray([p + s - 1], dtype=np.int32),
             "total_sequence_length": np.asarray(p + s, dtype=np.int32),
-            "token_embd": self._embed,
         }
+        if self._embed is not None:
+            feeds[EMBED_NAME] = self._embed
         for i in range(self._n_layers):
             feeds[f"past.{i}.key"] = past[2 * i]
             feeds[f"past.{i}.value"] = past[2 * i + 1]

@@ -1,0 +1,162 @@
+"""Benchmark the on-device LLM: TTFT (60-token prompt), decode tokens/s, resident memory.
+
+Targets on a 2-core CPU: TTFT <= 250 ms, decode >= 25 tokens/s, RSS <= 400 MB.
+Each engine runs in its own subprocess so resident memory is its own:
+  fast   -- LocalLLM, precision="fast" (int8 activations in MatMulNBits; shipped)
+  exact  -- LocalLLM, precision="exact" (fp32 activations; matches the reference)
+  numpy  -- voxcli.llm.reference (plain float32 numpy; the test reference)
+
+    python benchmarks/bench_llm.py                 # all three, table on stderr, JSON on stdout
+    python benchmarks/bench_llm.py --engines fast --runs 10 --threads 2
+    python benchmarks/bench_llm.py --gguf /tmp/models/SmolLM2-135M-Instruct.Q4_1.gguf --derived /tmp/llm_derived
+
+TTFT = prompt submitted to first generated token (prefill of the 60-token
+prompt + one sampling step), median over runs. Decode = (tokens - 1) / time
+after the first token, greedy, 64 tokens with end-of-turn ignored (so every
+run decodes the same number of steps). RSS = VmRSS after the runs; peak is
+ru_maxrss (includes the one-time graph build if the cache was cold).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROMPT_TOKENS = 60
+DECODE_TOKENS = 64
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def _prompt_ids(encode) -> list[int]:
+    """A chat prompt of exactly PROMPT_TOKENS ids (user text padded/trimmed to fit)."""
+    from voxcli.llm.prompt import GENERATION_PROMPT, render_turn
+
+    words = ("Please tell me a long and detailed story about a lighthouse keeper who finds "
+             "a message in a bottle on a stormy night near the rocky northern coast and ").split() * 4
+    head = encode(render_turn("system", "You are a helpful assistant."))
+    tail = encode("<|im_end|>\n" + GENERATION_PROMPT)
+    body = encode("<|im_start|>user\n" + " ".join(words))
+    return (head + body)[: PROMPT_TOKENS - len(tail)] + tail
+
+
+def _run_onnx(args, precision: str) -> dict:
+    import numpy as np
+
+    from voxcli.llm.local import LocalLLM, LocalLLMConfig
+
+    t = time.perf_counter()
+    llm = LocalLLM.load(Path(args.gguf), Path(args.derived), LocalLLMConfig(precision=precision, threads=args.threads))
+    load_s = time.perf_counter() - t
+    ids = _prompt_ids(llm.tokenizer.encode)
+    assert len(ids) == PROMPT_TOKENS
+    ttfts, rates = [], []
+    for _ in range(args.runs + 1):  # first run warms up (allocations, thread pool)
+        empty = np.zeros((1, llm._n_kv, 0, llm._hd), dtype=np.float32)
+        past = [empty] * (2 * llm._n_layers)
+        t0 = time.perf_counter()
+        logits, past = llm._run(ids, past, 0)
+        tok = int(np.argmax(logits))
+        t1 = time.perf_counter()
+        pos = len(ids)
+        for _ in range(DECODE_TOKENS - 1):
+            logits, past = llm._run([tok], past, pos)
+            tok = int(np.argmax(logits))
+            pos += 1
+        t2 = time.perf_counter()
+        ttfts.append(t1 - t0)
+        rates.append((DECODE_TOKENS - 1) / (t2 - t1))
+    ttfts, rates = ttfts[1:], rates[1:]
+    return {
+        "engine": precision, "load_s": load_s, "ttft_ms": 1000 * statistics.median(ttfts),
+        "ttft_ms_min": 1000 * min(ttfts), "decode_tok_s": statistics.median(rates),
+        "decode_tok_s_max": max(rates), "rss_mb": _rss_mb(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def _run_numpy(args) -> dict:
+    import numpy as np
+
+    from voxcli.llm.gguf_reader import GGUFModel
+    from voxcli.llm.reference import ReferenceCache, ReferenceLlama
+    from voxcli.llm.tokenizer import ChatTokenizer
+
+    t = time.perf_counter()
+    model = GGUFModel(Path(args.gguf))
+    ref = ReferenceLlama(model)
+    ids = _prompt_ids(ChatTokenizer.from_gguf(model).encode)
+    load_s = time.perf_counter() - t
+    ttfts, rates = [], []
+    runs = max(1, min(args.runs, 3))  # slow: a few runs are enough
+    for _ in range(runs):
+        cache = ReferenceCache()
+        t0 = time.perf_counter()
+        tok = int(np.argmax(ref.forward(ids, cache)[-1]))
+        t1 = time.perf_counter()
+        n = 16
+        for _ in range(n):
+            tok = int(np.argmax(ref.forward([tok], cache)[-1]))
+        t2 = time.perf_counter()
+        ttfts.append(t1 - t0)
+        rates.append(n / (t2 - t1))
+    return {
+        "engine": "numpy", "load_s": load_s, "ttft_ms": 1000 * statistics.median(ttfts),
+        "ttft_ms_min": 1000 * min(ttfts), "decode_tok_s": statistics.median(rates),
+        "decode_tok_s_max": max(rates), "rss_mb": _rss_mb(),
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def _default_paths() -> tuple[str, str]:
+    from voxcli.llm.local import DEFAULT_MODEL, GGUF_FILE
+    from voxcli.models.registry import resolve_model
+
+    b = resolve_model(DEFAULT_MODEL, kind="llm")
+    return str(b.file(GGUF_FILE)), str(b.derived_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engines", default="fast,exact,numpy")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--gguf")
+    ap.add_argument("--derived")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if not args.gguf or not args.derived:
+        g, d = _default_paths()
+        args.gguf, args.derived = args.gguf or g, args.derived or d
+    if args.child:
+        res = _run_numpy(args) if args.child == "numpy" else _run_onnx(args, args.child)
+        print(json.dumps(res))
+        return 0
+    results = []
+    for eng in args.engines.split(","):
+        cmd = [sys.executable, __file__, "--child", eng, "--runs", str(args.runs), "--threads", str(args.threads),
+               "--gguf", args.gguf, "--derived", args.derived]
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    print(f"{'engine':8} {'TTFT ms (60 tok)':>17} {'decode tok/s':>13} {'RSS MB':>8} {'peak MB':>8} {'load s':>7}", file=sys.stderr)
+    for r in results:
+        print(f"{r['engine']:8} {r['ttft_ms']:17.0f} {r['decode_tok_s']:13.1f} {r['rss_mb']:8.0f} "
+              f"{r['peak_rss_mb']:8.0f} {r['load_s']:7.2f}", file=sys.stderr)
+    print("targets: TTFT <= 250 ms, decode >= 25 tok/s, RSS <= 400 MB (2 cores)", file=sys.stderr)
+    for r in results:
+        print(json.dumps(r))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
