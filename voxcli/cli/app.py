@@ -81,6 +81,25 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"voxcli.cli.{_name}").register(app)
 
 
+def _first_sentence(text: str | None) -> str | None:
+    if not text:
+        return None
+    para = " ".join(text.strip().split("\n\n")[0].split())
+    end = para.find(". ")
+    return (para[: end + 1] if end > 0 else para).rstrip(":")
+
+
+# `voxcli --help` lists every subcommand on one line: default the short help
+# to the first sentence of the long help when a command did not set one.
+for _cmd in app.registered_commands:
+    if not _cmd.short_help:
+        _cmd.short_help = _first_sentence(_cmd.help or (_cmd.callback.__doc__ if _cmd.callback else None))
+for _grp in app.registered_groups:
+    _info = _grp.typer_instance.info if _grp.typer_instance else None
+    if not _grp.short_help and _info is not None and not _info.short_help:
+        _grp.short_help = _first_sentence(_grp.help if isinstance(_grp.help, str) else _info.help if isinstance(_info.help, str) else None)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     try:
