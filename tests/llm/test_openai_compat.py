@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from chat_completions_server import ChatServer, Script, free_port
+from tests.llm.chat_completions_server import ChatServer, Script, free_port
 from voxcli.errors import LLMError, UsageError
 from voxcli.llm.base import METRIC_KEYS, LLMClient
 from voxcli.llm.openai_compat import LLMTimeouts, OpenAICompatClient
@@ -52,8 +52,10 @@ def test_first_token_delay_is_measured(server):
 
 def test_persistent_connection_is_reused_across_turns(server):
     with OpenAICompatClient(server.url) as c:
-        for _ in range(3):
+        for i in range(3):
             assert collect(c)[-1].metrics.get("cut_off") is None
+            if i == 1:
+                time.sleep(5.5)  # longer than httpx's default keep-alive expiry: turns are seconds apart
     assert len(server.records) == 3
     assert len({r.client_port for r in server.records}) == 1
 

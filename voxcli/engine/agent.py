@@ -290,6 +290,14 @@ class Agent:
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(timeout=2.0)
+        # Wait for the workers' model calls to end: a native call still running while the
+        # interpreter exits aborts the process (onnxruntime's threads) instead of exiting 130.
+        for wait in (getattr(r.tts, "join", None) if r else None, getattr(self.asr, "finish", None)):
+            if wait is not None:
+                try:
+                    wait(2.0)
+                except Exception:  # noqa: BLE001 - cancelled workers may report their cancel
+                    pass
 
     def finish(self, timeout: float = 30.0) -> None:
         """End of input: let the ASR commit the last utterance, then wait for the turns."""

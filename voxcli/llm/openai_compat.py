@@ -48,6 +48,8 @@ class LLMTimeouts:
     first_token: float = 60.0
     """Request sent -> first content token (a local server may load its model first)."""
     write: float = 10.0
+    keepalive: float = 300.0
+    """An idle connection is kept this long between turns (then reconnect)."""
 
 
 class _Secret:
@@ -124,6 +126,8 @@ class OpenAICompatClient:
             timeout=httpx.Timeout(connect=t.connect, read=t.first_token, write=t.write, pool=t.connect),
             transport=transport,
             headers={"Accept": "text/event-stream"},
+            # Turns are often more than httpx's default 5 s apart; keep the connection for the conversation.
+            limits=httpx.Limits(max_connections=4, max_keepalive_connections=1, keepalive_expiry=self.timeouts.keepalive),
         )
         self._lock = threading.Lock()
         self._response: httpx.Response | None = None

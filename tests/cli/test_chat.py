@@ -1,0 +1,212 @@
+"""`voxcli chat` end to end: our TTS speaks the user's turns, the real ASR hears them, a real
+HTTP server on 127.0.0.1 answers, our TTS speaks the replies into a file, our ASR reads them back.
+
+Conversations run in real time (turn taking and barge-in are wall-clock behaviour), so each
+test takes 10-20 s; assertions are on behaviour (what was heard, what the server saw), not speed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.llm.chat_completions_server import ChatServer, Script, free_port
+from voxcli.cli.app import app
+
+KEY = "sk-chat-test-SECRET-0123456789"
+Q1 = "What is the capital of France?"
+Q2 = "Wait, stop. Tell me about Germany instead."
+A1 = ("The capital of France is Paris. It is a large city on the river Seine, famous for the Eiffel Tower, "
+      "its museums, its cafes and its long history of art and science.")
+A2 = "Germany is in central Europe. Its capital is Berlin."
+
+
+@pytest.fixture(scope="session")
+def turns(tmp_path_factory, voice_bundle) -> dict[str, Path]:
+    """The user's utterances, spoken by our own TTS (at 22.05 kHz; chat resamples to 16 kHz)."""
+    pytest.importorskip("voxcli.models.piper", reason="the Piper voice engine has not landed yet")
+    from voxcli.audio.files import AtomicAudioWriter
+    from voxcli.engine.tts import load_voice
+
+    voice = load_voice()
+    d = tmp_path_factory.mktemp("chat-turns")
+    out = {}
+    for name, text in (("q1", Q1), ("q2", Q2)):
+        with AtomicAudioWriter(d / f"{name}.wav", voice.sample_rate) as w:
+            w.write(voice.synthesize(text))
+        out[name] = d / f"{name}.wav"
+    return out
+
+
+@pytest.fixture(scope="session")
+def asr_model(asr_bundle):
+    from voxcli.models.moonshine import MoonshineASR
+
+    return MoonshineASR.load(asr_bundle.path)
+
+
+@pytest.fixture
+def runner(real_cache, monkeypatch) -> CliRunner:
+    monkeypatch.setenv("COLUMNS", "120")
+    try:
+        return CliRunner(mix_stderr=False)
+    except TypeError:  # click >= 8.2 always separates them
+        return CliRunner()
+
+
+def hear(asr_model, path: Path) -> str:
+    """What our ASR understands in the reply file (VAD-segmented, lower case, no punctuation)."""
+    from voxcli.audio.files import read_audio
+    from voxcli.engine.vad import SileroVAD, speech_segments
+    from voxcli.models.registry import resolve_model
+
+    audio, _ = read_audio(path, 16000)
+    vad = SileroVAD.load(resolve_model("silero-vad", kind="vad").file("silero_vad.onnx"))
+    words = []
+    for a, b in speech_segments(vad, audio):
+        words += [w.text for w in asr_model.transcribe(audio[a:b])]
+    return " ".join("".join(ch for ch in " ".join(words).lower() if ch.isalnum() or ch.isspace()).split())
+
+
+def events(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def test_two_turns_spoken_heard_answered_and_read_back(runner, turns, asr_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("VOX_CHAT_KEY", KEY)
+    out = tmp_path / "replies.wav"
+    with ChatServer(Script(replies=[A2.replace("Germany", "France").replace("Berlin", "Paris"), A2],
+                           token_delay=0.02)) as srv:
+        r = runner.invoke(app, ["--debug", "chat", "--llm-url", srv.url, "--llm-model", "m1",
+                                "--api-key-env", "VOX_CHAT_KEY", "--system", "Be brief.",
+                                "--input", str(turns["q1"]), "--input", str(turns["q2"]), "-o", str(out), "--json"])
+    assert r.exit_code == 0, r.stderr
+    evs = events(r.stdout)
+    recs = [e for e in evs if e["event"] == "turn"]
+    assert len(recs) == 2 and not any(t["interrupted"] or t["cut_off"] for t in recs)
+    assert "capital of france" in recs[0]["user"].lower()
+    for t in recs:  # every latency term of the turn was measured, in order
+        assert 0 == t["speech_end_ms"] < t["endpoint_ms"] <= t["asr_final_ms"] <= t["llm_request_ms"]
+        assert t["llm_request_ms"] <= t["llm_first_token_ms"] <= t["first_audio_ms"]
+        assert set(t["terms"]) >= {"endpoint_ms", "asr_tail_ms", "llm_ttft_ms", "tts_first_audio_ms"}
+    assert any(e["event"] == "caption" and not e["is_final"] for e in evs)
+    # The server saw the system prompt, the model name, the key, and the first exchange in the second request.
+    first, second = (rec.body for rec in srv.records)
+    assert first["model"] == "m1" and first["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
+    assert second["messages"][2]["content"].startswith("France is in central Europe.")
+    assert srv.records[0].headers["authorization"] == f"Bearer {KEY}"
+    assert len({rec.client_port for rec in srv.records}) == 1  # one connection for the conversation
+    heard = hear(asr_model, out)
+    assert "paris" in heard and "berlin" in heard, heard
+    log = tmp_path / "data" / "turns.jsonl"
+    log_text = log.read_text()
+    assert len(log_text.splitlines()) == 2
+    assert KEY not in r.stdout + r.stderr + log_text
+
+
+def test_barge_in_cancels_the_reply_and_history_keeps_what_was_heard(runner, turns, asr_model, tmp_path):
+    out = tmp_path / "replies.wav"
+    with ChatServer(Script(replies=[A1, A2], token_delay=0.12)) as srv:
+        r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--input", str(turns["q1"]),
+                                "--input", f"{turns['q2']}@1.2", "-o", str(out), "--json"])
+        assert r.exit_code == 0, r.stderr
+        assert srv.wait_for(lambda: srv.records[0].client_gone, 3.0)  # the LLM request was cancelled mid-answer
+    evs = events(r.stdout)
+    recs = [e for e in evs if e["event"] == "turn"]
+    assert recs[0]["interrupted"] and not recs[1]["interrupted"]
+    barge = next(e for e in evs if e["event"] == "barge_in")
+    kept = recs[0]["assistant"]
+    assert kept == barge["heard"] and kept and A1.startswith(kept) and len(kept) < len(A1) / 2
+    assert barge["user_words"]
+    second = srv.records[1].body["messages"]
+    assert second[1] == {"role": "assistant", "content": kept}
+    heard = hear(asr_model, out)
+    assert "capital of fran" in heard and "berlin" in heard, heard
+    assert "museums" not in heard and "science" not in heard  # the cancelled tail was never played
+
+
+def test_half_duplex_does_not_barge_in(runner, turns, tmp_path):
+    with ChatServer(Script(replies=[A2], token_delay=0.01)) as srv:
+        r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--half-duplex", "--input", str(turns["q1"]),
+                                "--input", f"{turns['q2']}@0.3", "--json", "--no-log"])
+    assert r.exit_code == 0, r.stderr
+    recs = [e for e in events(r.stdout) if e["event"] == "turn"]
+    assert recs and not recs[0]["interrupted"] and recs[0]["assistant"] == A2
+    assert not any(e["event"] == "barge_in" for e in events(r.stdout))
+    assert not (tmp_path / "data" / "turns.jsonl").exists()
+
+
+def test_dropped_connection_speaks_what_arrived_then_says_so(runner, turns, asr_model, tmp_path):
+    out = tmp_path / "replies.wav"
+    with ChatServer(Script(replies=["Paris is the capital. It has many old bridges and parks."],
+                           drop_after_bytes=1400)) as srv:
+        r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--input", str(turns["q1"]), "-o", str(out), "--json"])
+    assert r.exit_code == 0, r.stderr
+    rec = next(e for e in events(r.stdout) if e["event"] == "turn")
+    assert rec["cut_off"] and rec["assistant"].startswith("Paris is the capital.")
+    assert "parks" not in rec["assistant"]
+    heard = hear(asr_model, out)
+    assert heard.startswith("paris is the capital") and "cut off" in heard, heard
+
+
+def test_slow_first_token_still_completes_and_is_logged(runner, turns):
+    with ChatServer(Script(replies=["Paris."], first_token_delay=1.5)) as srv:
+        r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--input", str(turns["q1"]), "--json"])
+    assert r.exit_code == 0, r.stderr
+    rec = next(e for e in events(r.stdout) if e["event"] == "turn")
+    assert rec["terms"]["llm_ttft_ms"] >= 1500 and rec["assistant"] == "Paris."
+    assert "ttft" in r.stderr
+
+
+def test_server_down_exits_1_naming_the_url(runner, turns):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    r = runner.invoke(app, ["chat", "--llm-url", url, "--input", str(turns["q1"])])
+    assert r.exit_code == 1
+    assert f"voxcli: error: cannot reach the LLM server at {url}/chat/completions" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("status", [401, 500])
+def test_http_error_exits_1_with_status_and_message(runner, turns, status):
+    with ChatServer(Script(status=status, error_message=f"model exploded ({status})")) as srv:
+        r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--input", str(turns["q1"])])
+    assert r.exit_code == 1
+    assert f"HTTP {status}" in r.stderr and f"model exploded ({status})" in r.stderr
+
+
+def test_usage_errors(runner, tmp_path):
+    r = runner.invoke(app, ["chat", "--output", str(tmp_path / "x.wav")])
+    assert r.exit_code == 2 and "--output needs --input" in r.stderr
+    r = runner.invoke(app, ["chat", "--input", str(tmp_path / "missing.wav")])
+    assert r.exit_code == 2 and "missing.wav" in r.stderr
+
+
+def test_ctrl_c_while_speaking_exits_130_promptly(turns, real_cache, tmp_path):
+    with ChatServer(Script(replies=[A1 * 3], token_delay=0.05)) as srv:
+        env = {**os.environ, "VOXCLI_CACHE_DIR": str(real_cache), "NO_COLOR": "1"}
+        p = subprocess.Popen([sys.executable, "-m", "voxcli", "chat", "--llm-url", srv.url,
+                              "--input", str(turns["q1"]), "-o", str(tmp_path / "r.wav"), "--json"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        deadline = time.monotonic() + 90
+        spoken = False
+        for line in p.stdout:  # wait until the reply is being spoken
+            if '"event": "spoken"' in line:
+                spoken = True
+                break
+            assert time.monotonic() < deadline
+        assert spoken
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        rc = p.wait(timeout=10)
+        assert rc == 130 and time.monotonic() - t0 < 5.0
+        assert "Traceback" not in p.stderr.read()
+        assert srv.wait_for(lambda: srv.records[0].client_gone or srv.records[0].t_end is not None, 3.0)
+    assert not (tmp_path / "r.wav").exists()  # no half-written output
