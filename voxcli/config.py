@@ -3,7 +3,11 @@
 Config: TOML at `platformdirs.user_config_dir("voxcli")/config.toml`, or the
 file named by `VOXCLI_CONFIG`. Every value is optional; precedence is
 flag > environment > config file > built-in default, so commands ask the
-config only for what no flag gave. Unknown sections/keys are kept out of the
+config only for what no flag gave. `load_config()` already lays the
+environment over the file: every key `section.name` can be set for one
+process as `VOXCLI_SECTION_NAME` (e.g. `VOXCLI_TTS_VOICE`,
+`VOXCLI_BENCH_MAX_P95_MS`), and `Config.sources` says where each value came
+from. Unknown sections/keys are kept out of the
 typed view and reported as warnings (a typo must not silently do nothing);
 malformed TOML or a wrong type is a `UsageError` naming the file (and line).
 
@@ -146,11 +150,104 @@ class Config:
     ledger: LedgerSection = field(default_factory=LedgerSection)
     warnings: tuple[str, ...] = ()
     """Unknown sections/keys, one sentence each, for the CLI to print."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """dotted key -> "env" or "config" for every value that is set."""
 
     def get(self, dotted: str) -> Any:
         """`cfg.get("bench.max_p95_ms")` -> the value or None."""
         section, _, key = dotted.partition(".")
         return getattr(getattr(self, section), key)
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """One settable key: `voxcli config set KEY VALUE` and `VOXCLI_SECTION_KEY`."""
+
+    key: str
+    """Dotted name, e.g. "tts.voice"."""
+    type: type
+    """str, float or int: what `set` and the environment are parsed as."""
+    env: str
+    doc: str
+
+
+# Field docstrings are not introspectable; one line per key for `config show` and the man page.
+_DOCS: Final = {
+    "tts.voice": "default voice for speak, bench and chat",
+    "asr.model": "default ASR model for transcribe and chat",
+    "asr.endpoint_ms": "silence hold before a spoken turn ends (chat, ledger)",
+    "devices.input": "microphone: device index or name substring",
+    "devices.output": "speaker: device index or name substring",
+    "chat.llm_url": "OpenAI-compatible server base URL (…/v1); unset = on-device LLM",
+    "chat.llm_model": "model name sent to the LLM server",
+    "chat.system": "system prompt for chat",
+    "chat.barge_in_ms": "speech needed to interrupt the assistant",
+    "bench.max_p50_ms": "CI budget: fail bench ttfa if warm TTFA p50 exceeds this",
+    "bench.max_p95_ms": "CI budget: fail bench ttfa if warm TTFA p95 exceeds this",
+    "bench.runs": "timed runs per text",
+    "bench.warmup": "discarded runs per text",
+    "ledger.preset": "ledger preset name",
+}
+
+
+def config_keys() -> dict[str, KeySpec]:
+    """Every valid dotted key, in section order."""
+    out: dict[str, KeySpec] = {}
+    for section, cls in _SECTIONS.items():
+        hints = get_type_hints(cls)
+        for f in fields(cls):
+            want = [t for t in getattr(hints[f.name], "__args__", (hints[f.name],)) if t is not type(None)][0]
+            key = f"{section}.{f.name}"
+            doc = _DOCS.get(key) or (f"ledger term {f.name}" if section == "ledger" else "")
+            out[key] = KeySpec(key, want, f"VOXCLI_{section}_{f.name}".upper(), doc)
+    return out
+
+
+def parse_value(spec: KeySpec, text: str, where: str = "") -> Any:
+    """Parse a command-line or environment string as the key's type (UsageError names `where`)."""
+    import math
+
+    where = f"{where}: " if where else ""
+
+    text = text.strip()
+    if spec.type is str:
+        if not text:
+            raise UsageError(f"{where}{spec.key} must not be empty")
+        return text
+    try:
+        value: Any = spec.type(text)
+    except ValueError:
+        kind = "a number" if spec.type is float else "an integer"
+        raise UsageError(f"{where}{spec.key} must be {kind}, got {text!r}") from None
+    if (spec.type is float and not math.isfinite(value)) or value < 0:
+        raise UsageError(f"{where}{spec.key} must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _env_overlay(sections: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
+    # Environment beats the file: replace each section field whose VOXCLI_* variable is non-empty.
+    from dataclasses import replace
+
+    for spec in config_keys().values():
+        raw = os.environ.get(spec.env, "")
+        if not raw.strip():
+            continue
+        section, _, name = spec.key.partition(".")
+        current = sections.get(section) or _SECTIONS[section]()
+        sections[section] = replace(current, **{name: parse_value(spec, raw, f"${spec.env}")})
+        sources[spec.key] = "env"
+    return sections
+
+
+def toml_error_line(e: Exception) -> int | None:
+    """The 1-based line of a TOMLDecodeError (an attribute only since 3.14; else in the message)."""
+    import re
+
+    line = getattr(e, "lineno", None)
+    if line is None:
+        m = re.search(r"line (\d+)", str(e))
+        line = int(m.group(1)) if m else None
+    return line
 
 
 def _coerce(value: Any, hint: Any, where: str, path: Path) -> Any:
@@ -169,10 +266,11 @@ def _coerce(value: Any, hint: Any, where: str, path: Path) -> Any:
 def load_config(path: Path | None = None) -> Config:
     """Read and type-check the config file; a missing file is an empty config."""
     path = path or config_path()
+    sources: dict[str, str] = {}
     try:
         raw_bytes = path.read_bytes()
     except FileNotFoundError:
-        return Config(path=path)
+        return Config(path=path, sources=sources, **_env_overlay({}, sources))
     except IsADirectoryError:
         raise UsageError(f"{path}: config file is a directory") from None
     except OSError as e:
@@ -182,7 +280,14 @@ def load_config(path: Path | None = None) -> Config:
     except UnicodeDecodeError:
         raise UsageError(f"{path}: config file is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: invalid TOML: {e}", hint=f"fix the file or point {ENV_CONFIG} elsewhere") from None
+        line = toml_error_line(e)
+        lines = raw_bytes.decode("utf-8").splitlines()
+        quoted = f": {lines[line - 1].strip()!r}" if line and 0 < line <= len(lines) else ""
+        raise UsageError(
+            f"{path}: invalid TOML: {e}",
+            hint=f"line {line}{quoted}; fix it, or run `voxcli config path` to find the file" if line
+            else f"fix the file or point {ENV_CONFIG} elsewhere",
+        ) from None
 
     warnings: list[str] = []
     sections: dict[str, Any] = {}
@@ -201,5 +306,7 @@ def load_config(path: Path | None = None) -> Config:
                 warnings.append(f"{path}: unknown key {key!r} in [{name}] ignored (known: {', '.join(sorted(known))})")
                 continue
             kwargs[key] = _coerce(v, hints[key], f"[{name}] {key}", path)
+            sources[f"{name}.{key}"] = "config"
         sections[name] = cls(**kwargs)
-    return Config(path=path, exists=True, warnings=tuple(warnings), **sections)
+    sections = _env_overlay(sections, sources)
+    return Config(path=path, exists=True, warnings=tuple(warnings), sources=sources, **sections)

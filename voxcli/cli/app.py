@@ -52,6 +52,7 @@ COMMAND_MODULES = [
     "ledger",
     "bench",
     "chat",
+    "config_cmd",
 ]
 
 
