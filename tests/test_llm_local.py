@@ -132,6 +132,34 @@ def test_cancel_mid_generation_stops_within_one_token(llm):
     assert "Paris" in llm.complete(FRANCE, max_new_tokens=32)
 
 
+def test_barge_in_abandoned_stream_does_not_block_the_next_one(llm):
+    story = [{"role": "user", "content": "Tell me a long story about a dragon."}]
+    old = llm.stream(story, max_new_tokens=100)
+    assert not next(old).is_final
+    llm.cancel()  # the chat loop stops reading `old` and starts a new turn right away
+    assert "Paris" in llm.complete(FRANCE, max_new_tokens=32)
+    rest = list(old)  # the abandoned stream still ends with exactly one final, marked cancelled
+    assert rest[-1].is_final and rest[-1].metrics["cancelled"] == 1.0 and len(rest) <= 2
+
+
+def test_cancel_before_iteration_applies(llm):
+    gen = llm.stream(FRANCE, max_new_tokens=32)
+    llm.cancel()
+    deltas = list(gen)
+    assert len(deltas) == 1 and deltas[0].metrics["cancelled"] == 1.0 and deltas[0].metrics["tokens"] == 0
+
+
+def test_bad_settings_are_usage_errors(llm):
+    from voxcli.errors import UsageError
+
+    with pytest.raises(UsageError):
+        llm.stream(FRANCE, context_window=100_000)
+    with pytest.raises(UsageError):
+        llm.stream(FRANCE, max_new_tokens=0)
+    with pytest.raises(UsageError):
+        llm.stream([{"role": "robot", "content": "hi"}])
+
+
 def test_cancel_aborts_a_long_prefill(llm):
     long_msg = [{"role": "user", "content": "Summarize: " + "the quick brown fox jumps over the lazy dog. " * 150}]
     timer = threading.Timer(0.05, llm.cancel)

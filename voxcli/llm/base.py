@@ -35,7 +35,7 @@ class Message(TypedDict):
 METRIC_KEYS: Final = ("ttft_s", "prompt_tokens", "tokens", "tokens_per_s", "total_s")
 """Keys the final delta's `metrics` carries (see DESIGN.md, LLM chunk metrics).
 
-ttft_s: `stream()` call to the first non-empty text delta; prompt_tokens: tokens
+ttft_s: `stream()` call to the first generated token (prefill included); prompt_tokens: tokens
 sent as the prompt (after truncation); tokens: tokens generated; tokens_per_s:
 generated tokens / decode time (after the first token); total_s: call to final.
 """

@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import weakref
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,10 +24,10 @@ from typing import Iterator, Literal
 
 import numpy as np
 
-from voxcli.errors import LLMError, ModelNotFoundError
+from voxcli.errors import LLMError, ModelNotFoundError, UsageError
 from voxcli.events import TextDelta
 from voxcli.llm.base import make_metrics
-from voxcli.llm.graph_builder import EMBED_NAME
+from voxcli.llm.graph_builder import EMBED_NAME, MAX_POSITIONS
 from voxcli.llm.prompt import DEFAULT_SYSTEM, FittedPrompt, fit_messages
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -55,6 +56,33 @@ class LocalLLMConfig:
     precision: Precision = "fast"
     threads: int | None = None
     """onnxruntime intra-op threads; None = min(4, cpu count)."""
+
+
+class _Handle:
+    """Cancellation state of one `stream` call: a flag for between tokens, RunOptions for mid-run."""
+
+    def __init__(self, run_options) -> None:
+        self.run_options = run_options
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        self.run_options.terminate = True
+
+
+def _check_config(cfg: LocalLLMConfig, max_context: int) -> None:
+    """Reject settings that cannot work with one clear line (UsageError, exit 2)."""
+    if cfg.precision not in _LEVELS:
+        raise UsageError(f"precision must be 'fast' or 'exact', not {cfg.precision!r}")
+    if not 64 <= cfg.context_window <= max_context:
+        raise UsageError(f"context window must be between 64 and {max_context} tokens, not {cfg.context_window}")
+    if not 1 <= cfg.max_new_tokens <= cfg.context_window // 2:
+        raise UsageError(
+            f"max new tokens must be between 1 and half the context window ({cfg.context_window // 2}), "
+            f"not {cfg.max_new_tokens}"
+        )
+    if cfg.temperature < 0 or not 0 < cfg.top_p <= 1:
+        raise UsageError("temperature must be >= 0 and top_p in (0, 1]")
 
 
 def _dequantize_rows(model, name: str, rows: int = 4096) -> np.ndarray:
@@ -96,9 +124,10 @@ class LocalLLM:
         self.tokenizer = tokenizer
         self._n_layers, self._n_kv, self._hd = n_layers, n_kv, head_dim
         self.config = config
-        self._cancel = threading.Event()
-        self._run_options = ort.RunOptions()
-        self._busy = threading.Lock()
+        self._ort = ort
+        self._active: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._max_context = MAX_POSITIONS
         self.last_prompt: FittedPrompt | None = None
         """What the last `stream` sent (for callers that show truncation)."""
 
@@ -112,11 +141,8 @@ class LocalLLM:
         from voxcli.llm.tokenizer import ChatTokenizer
 
         config = config or LocalLLMConfig()
-        if config.precision not in _LEVELS:
-            from voxcli.errors import UsageError
-
-            raise UsageError(f"precision must be 'fast' or 'exact', not {config.precision!r}")
         model = GGUFModel(Path(gguf_path))
+        _check_config(config, model.config.context)
         graph = ensure_decoder(model, Path(derived_dir), _LEVELS[config.precision])
         so = ort.SessionOptions()
         so.intra_op_num_threads = config.threads or min(4, os.cpu_count() or 1)
@@ -131,28 +157,41 @@ class LocalLLM:
         tokenizer = ChatTokenizer.from_gguf(model)
         del model
         gc.collect()  # the GGUF reader's metadata parse holds ~160 MB of small arrays in cycles
-        return cls(session, embed, tokenizer, c.n_layers, c.n_kv_heads, c.head_dim, config)
+        llm = cls(session, embed, tokenizer, c.n_layers, c.n_kv_heads, c.head_dim, config)
+        llm._max_context = min(c.context, MAX_POSITIONS)
+        return llm
 
     # -- LLMClient ----------------------------------------------------------
     def cancel(self) -> None:
-        """Stop the running `stream` at the next token (aborts a prefill in progress)."""
-        self._cancel.set()
-        self._run_options.terminate = True
+        """Stop every running `stream` at its next token (aborts a prefill in progress)."""
+        with self._lock:
+            handles = list(self._active)
+        for h in handles:
+            h.cancel()
 
     def stream(self, messages: list[dict], **overrides) -> Iterator[TextDelta]:
         """Reply to `messages` token by token; the last delta carries the metrics.
 
         `overrides` replace fields of the config for this call (e.g. temperature=0.7).
         """
+        t0 = time.perf_counter()
         cfg = replace(self.config, **overrides) if overrides else self.config
+        _check_config(cfg, self._max_context)
         fitted = fit_messages(
             messages, self.tokenizer.encode, cfg.context_window - cfg.max_new_tokens,
             default_system=cfg.system_prompt,
         )
-        return self._generate(fitted, cfg)
+        # registered now, not at the first next(): a cancel() that comes before
+        # iteration starts still applies; the weak set forgets dropped streams
+        handle = _Handle(self._ort.RunOptions())
+        with self._lock:
+            self._active.add(handle)
+        return self._generate(fitted, cfg, handle, t0)
 
     # -- generation ----------------------------------------------------------
-    def _run(self, ids: list[int], past: list[np.ndarray], p: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    def _run(
+        self, ids: list[int], past: list[np.ndarray], p: int, run_options=None
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
         s = len(ids)
         feeds = {
             "input_ids": np.asarray([ids], dtype=np.int64),
@@ -164,35 +203,27 @@ class LocalLLM:
         for i in range(self._n_layers):
             feeds[f"past.{i}.key"] = past[2 * i]
             feeds[f"past.{i}.value"] = past[2 * i + 1]
-        out = self._session.run(None, feeds, self._run_options)
+        out = self._session.run(None, feeds, run_options)
         return out[0][0], out[1:]
 
-    def _generate(self, fitted: FittedPrompt, cfg: LocalLLMConfig) -> Iterator[TextDelta]:
+    def _generate(self, fitted: FittedPrompt, cfg: LocalLLMConfig, handle: "_Handle", t0: float) -> Iterator[TextDelta]:
         from voxcli.llm.tokenizer import IncrementalDecoder
 
-        with self._busy:  # one conversation at a time per model instance
-            self._cancel.clear()
-            self._run_options.terminate = False
-            self.last_prompt = fitted
-            t0 = time.perf_counter()
-            t_first: float | None = None
-            rng = np.random.default_rng(cfg.seed)
-            decoder = IncrementalDecoder(self.tokenizer)
-            stop = self.tokenizer.stop_ids
-            empty = np.zeros((1, self._n_kv, 0, self._hd), dtype=np.float32)
-            past = [empty] * (2 * self._n_layers)
-            pos, index, generated = 0, 0, 0
-            pending = list(fitted.ids)
-            cancelled = False
-            while generated < cfg.max_new_tokens:
-                if self._cancel.is_set():
-                    cancelled = True
-                    break
+        self.last_prompt = fitted
+        t_first: float | None = None
+        rng = np.random.default_rng(cfg.seed)
+        decoder = IncrementalDecoder(self.tokenizer)
+        stop = self.tokenizer.stop_ids
+        empty = np.zeros((1, self._n_kv, 0, self._hd), dtype=np.float32)
+        past = [empty] * (2 * self._n_layers)
+        pos, index, generated = 0, 0, 0
+        pending = list(fitted.ids)
+        try:
+            while generated < cfg.max_new_tokens and not handle.cancelled.is_set():
                 try:
-                    logits, past = self._run(pending, past, pos)
+                    logits, past = self._run(pending, past, pos, handle.run_options)
                 except Exception as exc:
-                    if self._cancel.is_set():  # RunOptions.terminate aborted the run
-                        cancelled = True
+                    if handle.cancelled.is_set():  # RunOptions.terminate aborted the run
                         break
                     raise LLMError(f"local model failed: {exc}") from exc
                 pos += len(pending)
@@ -207,14 +238,16 @@ class LocalLLM:
                 if text:
                     yield TextDelta(text=text, index=index)
                     index += 1
-            t_end = time.perf_counter()
-            metrics = make_metrics(
-                t_start=t0, t_first=t_first, t_end=t_end, prompt_tokens=len(fitted.ids),
-                tokens=generated, cancelled=cancelled,
-            )
-            if fitted.dropped_turns or fitted.clipped_tokens:
-                metrics["dropped_turns"] = float(fitted.dropped_turns)
-                metrics["clipped_tokens"] = float(fitted.clipped_tokens)
+        finally:
+            with self._lock:
+                self._active.discard(handle)
+        metrics = make_metrics(
+            t_start=t0, t_first=t_first, t_end=time.perf_counter(), prompt_tokens=len(fitted.ids),
+            tokens=generated, cancelled=handle.cancelled.is_set(),
+        )
+        if fitted.dropped_turns or fitted.clipped_tokens:
+            metrics["dropped_turns"] = float(fitted.dropped_turns)
+            metrics["clipped_tokens"] = float(fitted.clipped_tokens)
         yield TextDelta(text="", index=index, is_final=True, metrics=metrics)
 
     def logits_for(self, prompt_ids: list[int], next_ids: list[int] = ()) -> np.ndarray:
