@@ -128,6 +128,8 @@ class LocalLLM:
         self._active: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
         self._lock = threading.Lock()
         self._max_context = MAX_POSITIONS
+        self.name = "on-device model"
+        """Shown by `voxcli chat` ("chat with ...")."""
         self.last_prompt: FittedPrompt | None = None
         """What the last `stream` sent (for callers that show truncation)."""
 
@@ -159,6 +161,7 @@ class LocalLLM:
         gc.collect()  # the GGUF reader's metadata parse holds ~160 MB of small arrays in cycles
         llm = cls(session, embed, tokenizer, c.n_layers, c.n_kv_heads, c.head_dim, config)
         llm._max_context = min(c.context, MAX_POSITIONS)
+        llm.name = f"{Path(gguf_path).stem} (on-device, {config.precision})"
         return llm
 
     # -- LLMClient ----------------------------------------------------------
@@ -270,13 +273,23 @@ class LocalLLM:
         return "".join(d.text for d in self.stream(messages, **overrides))
 
 
-def load_local_llm(name: str | None = None, config: LocalLLMConfig | None = None) -> LocalLLM:
-    """Resolve the model through the registry (pulling it if needed) and load it."""
+def load_local_llm(
+    name: str | None = None,
+    config: LocalLLMConfig | None = None,
+    *,
+    offline: bool | None = None,
+    on_progress=None,
+) -> LocalLLM:
+    """Resolve the model through the registry (pulling it if needed, with progress) and load it."""
     from voxcli.models.registry import resolve_model
 
-    bundle = resolve_model(name or DEFAULT_MODEL, kind="llm")
-    ggufs = sorted(Path(bundle.path).glob("*.gguf"))
-    path = bundle.file(GGUF_FILE) if (Path(bundle.path) / GGUF_FILE).exists() or not ggufs else ggufs[0]
-    if not Path(path).exists():
-        raise ModelNotFoundError(f"model {bundle.name!r} has no GGUF file in {bundle.path}")
-    return LocalLLM.load(Path(path), Path(bundle.derived_dir), config)
+    bundle = resolve_model(name or DEFAULT_MODEL, kind="llm", offline=offline, on_progress=on_progress)
+    path = Path(bundle.path) / GGUF_FILE
+    if not path.exists():  # another GGUF registered under another name
+        found = sorted(Path(bundle.path).glob("*.gguf"))
+        if not found:
+            raise ModelNotFoundError(f"model {bundle.name!r} has no GGUF file in {bundle.path}")
+        path = found[0]
+    llm = LocalLLM.load(path, Path(bundle.derived_dir), config)
+    llm.name = f"{bundle.name} (on-device, {llm.config.precision})"
+    return llm
