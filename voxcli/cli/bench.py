@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from voxcli.cli._common import err, guarded
+from voxcli.cli.complete import complete_tts_model
 from voxcli.errors import ExitCode, UsageError
 
 TTFA_HELP = """\
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
     @bench_app.command("ttfa", help=TTFA_HELP)
     @guarded
     def ttfa(
-        voice: Annotated[Optional[str], typer.Option("--voice", "-v", help="Voice name (default: config/tts default).")] = None,
+        voice: Annotated[Optional[str], typer.Option("--voice", "-v", help="Voice name (default: config/tts default).", autocompletion=complete_tts_model)] = None,
         text: Annotated[Optional[str], typer.Option("--text", "-t", help="Benchmark this text instead of the default set.")] = None,
         file: Annotated[Optional[str], typer.Option("--file", "-f", help="Read the text from a file ('-' = stdin).")] = None,
         runs: Annotated[Optional[int], typer.Option("--runs", "-n", min=1, help="Measured runs per text [default: 5].")] = None,

@@ -13,6 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.complete import complete_output_device, complete_tts_model
 from voxcli.errors import UsageError
 
 HELP = """\
@@ -50,10 +51,10 @@ def register(app: typer.Typer) -> None:
         endpoint_ms: Annotated[Optional[int], typer.Option("--endpoint-ms", min=100, max=5000, help="Silence that ends your turn (VAD hold). [default: 500]")] = None,
         barge_in_ms: Annotated[Optional[int], typer.Option("--barge-in-ms", min=0, max=5000, help="Speech needed to interrupt the reply. [default: 300]")] = None,
         half_duplex: Annotated[bool, typer.Option("--half-duplex", help="Close the mic while the assistant speaks (no echo cancellation).")] = False,
-        device: Annotated[Optional[str], typer.Option("--device", help="Audio device index or name substring (see `voxcli devices`).")] = None,
+        device: Annotated[Optional[str], typer.Option("--device", help="Audio device index or name substring (see `voxcli devices`).", autocompletion=complete_output_device)] = None,
         input_: Annotated[Optional[list[str]], typer.Option("--input", "-i", metavar="FILE[@T]", help="Speak this file instead of the mic (repeatable); FILE@T starts T s into the previous reply.")] = None,
         output: Annotated[Optional[Path], typer.Option("--output", "-o", help="With --input: write what the assistant said (as heard) to this WAV/FLAC.")] = None,
-        voice: Annotated[Optional[str], typer.Option("--voice", help="TTS voice name.")] = None,
+        voice: Annotated[Optional[str], typer.Option("--voice", help="TTS voice name.", autocompletion=complete_tts_model)] = None,
         max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Cap on the reply length in tokens. [default: 256]")] = None,
         first_token_timeout: Annotated[float, typer.Option("--first-token-timeout", min=0.1, help="Seconds to wait for the LLM's first token.")] = 60.0,
         json_: Annotated[bool, typer.Option("--json", help="JSON lines of every event (captions, spoken text, turns) on stdout.")] = False,

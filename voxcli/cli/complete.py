@@ -16,6 +16,11 @@ from typing import Callable
 Items = list[tuple[str, str]]
 
 
+def _short(text: str, width: int = 60) -> str:
+    # typer renders zsh help through rich, which wraps at 80 columns and breaks the line.
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _models(kind: str | None, incomplete: str, *, installed_only: bool = False) -> Items:
     try:
         from voxcli.models.cache import Cache
@@ -30,7 +35,7 @@ def _models(kind: str | None, incomplete: str, *, installed_only: bool = False) 
             st = status(entry, cache)
             if installed_only and st == "missing":
                 continue
-            out[name] = f"{entry.kind}, {st}: {entry.description}"[:80]
+            out[name] = _short(f"{entry.kind}, {st}: {entry.description}")
         for name, manifest in cache.installed().items():
             if name not in out and (kind is None or manifest.get("kind") == kind):
                 out[name] = f"{manifest.get('kind', 'data')}, installed"
@@ -74,7 +79,7 @@ def _devices(direction: str, incomplete: str) -> Items:
         help_ = f"{d.hostapi}, {channels} ch, {d.default_samplerate:.0f} Hz" + (", default" if default else "")
         for candidate in (str(d.index), d.name):
             if candidate.lower().startswith((incomplete or "").lower()):
-                out.append((candidate, f"{d.name} ({help_})" if candidate == str(d.index) else help_))
+                out.append((candidate, _short(f"{d.name} ({help_})" if candidate == str(d.index) else help_)))
     return out
 
 
@@ -90,7 +95,7 @@ def complete_config_key(incomplete: str) -> Items:
     try:
         from voxcli.config import config_keys
 
-        return [(k, s.doc) for k, s in config_keys().items() if k.startswith(incomplete or "")]
+        return [(k, _short(s.doc)) for k, s in config_keys().items() if k.startswith(incomplete or "")]
     except Exception:  # noqa: BLE001
         return []
 

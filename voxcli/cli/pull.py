@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.complete import complete_installed_model, complete_model
 from voxcli.errors import UsageError
 
 PULL_HELP = """\
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
     @app.command("pull", help=PULL_HELP, short_help="Download, verify and install models into the cache.")
     @guarded
     def pull_cmd(
-        names: Annotated[Optional[list[str]], typer.Argument(metavar="NAME|URL|PATH", help="Model(s) to install.", show_default=False)] = None,
+        names: Annotated[Optional[list[str]], typer.Argument(metavar="NAME|URL|PATH", help="Model(s) to install.", show_default=False, autocompletion=complete_model)] = None,
         defaults: Annotated[bool, typer.Option("--defaults", help="Install every default model.")] = False,
         name: Annotated[Optional[str], typer.Option("--name", help="Name for a model pulled from a URL or path.")] = None,
         sha256: Annotated[Optional[str], typer.Option("--sha256", help="Expected sha256 of a URL/path download.")] = None,
@@ -107,7 +108,7 @@ def register(app: typer.Typer) -> None:
     @guarded
     def models_cmd(
         json_out: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
-        path: Annotated[Optional[str], typer.Option("--path", metavar="NAME", help="Print the directory of an installed model.")] = None,
+        path: Annotated[Optional[str], typer.Option("--path", metavar="NAME", help="Print the directory of an installed model.", autocompletion=complete_installed_model)] = None,
         kind: Annotated[Optional[str], typer.Option("--kind", help="Only models of this kind.")] = None,
     ) -> None:
         from voxcli.models.cache import Cache
@@ -164,7 +165,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("rm", help=RM_HELP, short_help="Remove a model from the cache.")
     @guarded
-    def rm_cmd(name: Annotated[str, typer.Argument(help="Model name.")]) -> None:
+    def rm_cmd(name: Annotated[str, typer.Argument(help="Model name.", autocompletion=complete_installed_model)]) -> None:
         from voxcli.models.registry import remove
 
         remove(name)

@@ -20,6 +20,7 @@ import numpy as np
 import typer
 
 from voxcli.cli._common import STATE, guarded
+from voxcli.cli.complete import complete_output_device, complete_tts_model
 from voxcli.cli.views import chunk_view, summary_line
 from voxcli.errors import UsageError
 from voxcli.events import AudioChunk, StreamStats
@@ -155,8 +156,8 @@ def register(app: typer.Typer) -> None:
         raw: Annotated[bool, typer.Option("--raw", help="Write raw PCM to stdout (nothing else goes to stdout).")] = False,
         fmt: Annotated[str, typer.Option("--format", help="Raw PCM sample format: s16le or f32le.")] = "s16le",
         rate: Annotated[Optional[int], typer.Option("--rate", help="Resample the output to this rate in Hz (default: the voice's, 22050).")] = None,
-        voice_name: Annotated[Optional[str], typer.Option("--voice", "-v", help="Voice model name (see `voxcli models`).")] = None,
-        device: Annotated[Optional[str], typer.Option("--device", "-d", help="Output device index or name (see `voxcli devices`).")] = None,
+        voice_name: Annotated[Optional[str], typer.Option("--voice", "-v", help="Voice model name (see `voxcli models`).", autocompletion=complete_tts_model)] = None,
+        device: Annotated[Optional[str], typer.Option("--device", "-d", help="Output device index or name (see `voxcli devices`).", autocompletion=complete_output_device)] = None,
         no_stream: Annotated[bool, typer.Option("--no-stream", help="Synthesize all text before playing (for comparison).")] = False,
         json_lines: Annotated[bool, typer.Option("--json", help="JSON lines of chunk events to stdout (stderr with --raw).")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table and no summary on stderr.")] = False,
