@@ -53,6 +53,7 @@ COMMAND_MODULES = [
     "bench",
     "chat",
     "config_cmd",
+    "doctor",
 ]
 
 
