@@ -52,8 +52,11 @@ class StreamerConfig:
     chunker: ChunkerConfig = field(default_factory=ChunkerConfig)
     max_queued_chunks: int = 8
     """Audio chunks the producer may run ahead of the consumer (bounded memory)."""
-    first_frames: int | None = None
-    """First block size in latent frames (None: the voice's StreamConfig.first_frames)."""
+    first_frames: int | None = 8
+    """First block of the stream in latent frames (None: the voice's StreamConfig.first_frames).
+
+    8 frames (93 ms) instead of the voice's 16 took warm TTFA p50 from 61 to 46 ms
+    with 0 underruns: the scheduler grows the following blocks from measured RTF."""
     max_frames: int | None = None
     """Largest block (None: the voice's StreamConfig.frames)."""
     safety: float = 2.0
