@@ -210,3 +210,39 @@ def test_ctrl_c_while_speaking_exits_130_promptly(turns, real_cache, tmp_path):
         assert "Traceback" not in p.stderr.read()
         assert srv.wait_for(lambda: srv.records[0].client_gone or srv.records[0].t_end is not None, 3.0)
     assert not (tmp_path / "r.wav").exists()  # no half-written output
+
+
+def _pulse_null_sink() -> str | None:
+    """The PulseAudio null sink .ci/run sets up (default sink, its monitor the default source)."""
+    import shutil
+
+    if not shutil.which("pactl") or not shutil.which("paplay"):
+        return None
+    r = subprocess.run(["pactl", "get-default-sink"], capture_output=True, text=True)
+    return r.stdout.strip() or None if r.returncode == 0 else None
+
+
+@pytest.mark.device
+def test_live_mic_and_speaker_through_the_null_sink_half_duplex(turns, real_cache):
+    """The real device path: speech played into the null sink is heard on its monitor, the reply is
+    played into the same sink; with --half-duplex the assistant never hears (and answers) itself."""
+    sink = _pulse_null_sink()
+    if sink is None:
+        pytest.skip("no PulseAudio null sink here (see .ci/run)")
+    with ChatServer(Script(replies=[A2], token_delay=0.02)) as srv:
+        env = {**os.environ, "VOXCLI_CACHE_DIR": str(real_cache), "NO_COLOR": "1"}
+        p = subprocess.Popen([sys.executable, "-m", "voxcli", "chat", "--llm-url", srv.url, "--device", "pulse",
+                              "--half-duplex", "--json", "--no-log"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        try:
+            time.sleep(6)  # models loaded, mic open
+            subprocess.run(["paplay", "-d", sink, str(turns["q1"])], check=True, timeout=30)
+            assert srv.wait_for(lambda: srv.records and srv.records[0].t_end is not None, 30)
+            time.sleep(6)  # the reply plays; any self-heard echo would start a second turn here
+        finally:
+            p.send_signal(signal.SIGINT)
+            rc = p.wait(timeout=15)
+        recs = [e for e in events(p.stdout.read()) if e["event"] == "turn"]
+    assert rc == 130
+    assert len(srv.records) == 1 and "capital of france" in srv.records[0].body["messages"][-1]["content"].lower()
+    assert len(recs) == 1 and recs[0]["assistant"] == A2 and not recs[0]["interrupted"]

@@ -54,6 +54,7 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
+from voxcli.engine.heard import Span, heard_text, non_echo_words, words_of
 from voxcli.engine.turnlog import TurnClock, TurnRecord, append_turn, make_record
 from voxcli.engine.vad import FRAME, SAMPLE_RATE, Endpointer, VADConfig
 from voxcli.events import AudioChunk, Caption, _Event
@@ -116,51 +117,6 @@ class Speaker(Protocol):
     def played_samples(self) -> int: ...
 
 
-_WORD = re.compile(r"[a-z0-9']+")
-
-
-def words_of(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
-
-
-def non_echo_words(user_text: str, assistant_recent: list[str]) -> list[str]:
-    """Recognized user words that the assistant did not just say (echo through the mic)."""
-    recent = set(assistant_recent)
-    return [w for w in words_of(user_text) if w not in recent]
-
-
-@dataclass
-class Span:
-    """Audio of one text chunk (a TTS sentence) as placed on the speaker's play head."""
-
-    start: int
-    n: int
-    text: str
-    complete: bool = False
-    """All of its audio was written (the next sentence or the end followed)."""
-
-
-def heard_text(spans: list[Span], played: int, sample_rate: int, chars_per_s: float = 14.0) -> str:
-    """Text of the audio heard: whole sentences before the play head, a word share of the one under it.
-
-    A sentence still being synthesized has an unknown length: estimate it from
-    the speaking rate of the finished ones (chars per second), never shorter
-    than what was written.
-    """
-    done = [s for s in spans if s.complete and s.n > 0 and s.text.strip()]
-    if done:
-        chars_per_s = sum(len(s.text) for s in done) / (sum(s.n for s in done) / sample_rate)
-    out: list[str] = []
-    for s in spans:
-        n = s.n if s.complete else max(s.n, int(len(s.text) / max(chars_per_s, 1e-3) * sample_rate))
-        if played >= s.start + n:
-            out.append(s.text)
-        elif played > s.start and n > 0:
-            words = s.text.split()
-            out.append(" ".join(words[: int(len(words) * (played - s.start) / n)]))
-    return " ".join(" ".join(out).split())
-
-
 @dataclass
 class _Reply:
     turn: int
@@ -170,6 +126,18 @@ class _Reply:
     received: str = ""
     barged: bool = False
     heard_at_barge: str | None = None
+
+
+@dataclass
+class _Utterance:
+    """One VAD utterance of the user, as seen by the agent's own endpointer."""
+
+    start: float
+    overlapped: bool
+    """It began while the assistant was speaking (echo or backchannel unless it barged in)."""
+    speech_end: float | None = None
+    endpoint: float | None = None
+    barged: bool = False
 
 
 @dataclass
@@ -209,7 +177,7 @@ class Agent:
         self._n_turns = 0
         self._fed = 0  # samples given to VAD/ASR
         self._stamps: list[tuple[int, float]] = []  # (samples fed after a send, wall time of that send)
-        self._endpoints: list[tuple[float, float]] = []  # (speech end, endpoint decision) not yet matched
+        self._utts: list[_Utterance] = []  # utterances whose final transcript has not arrived yet
         self._run_frames = 0  # consecutive speech frames (hysteresis), for barge-in
         self._utt_words = ""  # current (non-final) caption text
         self._recent: list[str] = []  # the assistant's latest words
@@ -246,9 +214,14 @@ class Agent:
             # speech run with hysteresis: grows on speech, survives the grey zone, resets on silence
             self._run_frames = self._run_frames + 1 if p >= hi else (0 if p < lo else self._run_frames)
             ev = self._ep.feed(p)
-            if ev is not None and ev.kind == "end":
-                with self._lock:
-                    self._endpoints.append((self._wall_of(ev.sample), now))
+            if ev is None:
+                continue
+            with self._lock:
+                if ev.kind == "start":
+                    self._utts.append(_Utterance(self._wall_of(ev.sample), overlapped=self._turn_running))
+                    del self._utts[:-8]
+                elif self._utts:
+                    self._utts[-1].speech_end, self._utts[-1].endpoint = self._wall_of(ev.sample), now
         if self._ep.in_speech:
             self._last_activity = now
         self._maybe_barge_in()
@@ -261,7 +234,8 @@ class Agent:
     def busy(self) -> bool:
         """User speaking, an utterance awaiting its transcript, or a turn running."""
         with self._lock:
-            pending_ep = bool(self._endpoints) and self.clock() - self._endpoints[-1][1] < 10.0
+            ends = [u.endpoint for u in self._utts if u.endpoint is not None]
+            pending_ep = bool(ends) and self.clock() - ends[-1] < 10.0
             return self._ep.in_speech or pending_ep or self._turn_running or not self._turns.empty()
 
     @property
@@ -309,7 +283,7 @@ class Agent:
         deadline = self.clock() + timeout
         while self.busy() and self.clock() < deadline and self.error is None:
             with self._lock:
-                self._endpoints.clear()
+                self._utts = [u for u in self._utts if u.endpoint is None]
             time.sleep(0.02)
 
     # -- ASR side -----------------------------------------------------------------
@@ -329,12 +303,19 @@ class Agent:
     def _on_final(self, cap: Caption) -> None:
         now = self.clock()
         with self._lock:
-            speech_end, endpoint = self._endpoints.pop(0) if self._endpoints else (None, None)
+            # The utterance this final belongs to: the latest one that has ended (the ASR skips empty ones).
+            ended = [i for i, u in enumerate(self._utts) if u.endpoint is not None]
+            i = ended[-1] if ended else (len(self._utts) - 1)
+            utt = self._utts[i] if i >= 0 else None
+            del self._utts[: i + 1]
+            speech_end, endpoint = (utt.speech_end, utt.endpoint) if utt else (None, None)
             text = cap.stable.strip()
             reply = self._reply
             if not text:
                 return
-            ignored = self._turn_running and reply is not None and not reply.barged
+            # Speech that began while the assistant spoke and did not barge in is echo or a backchannel.
+            ignored = (self._turn_running and reply is not None and not reply.barged) or (
+                utt is not None and utt.overlapped and not utt.barged)
             if not ignored:
                 self._turns.put(_Pending(text, TurnClock(speech_end=speech_end, endpoint=endpoint, asr_final=now)))
         if ignored:
@@ -352,6 +333,8 @@ class Agent:
             if not fresh:
                 return
             reply.barged = True
+            if self._utts:
+                self._utts[-1].barged = True
             self.llm.cancel()
             reply.tts.cancel()
             played = self.speaker.stop()
