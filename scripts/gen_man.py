@@ -111,6 +111,53 @@ def plain(markup: str) -> str:
     return Text.from_markup(markup).plain
 
 
+#: Columns left for a no-fill example line at MANWIDTH=80 (7 page indent + 2 block indent + margin).
+CODE_WIDTH = 68
+
+
+def wrap_command(cmd: str, width: int = CODE_WIDTH) -> list[str]:
+    """Break a long shell command before ` --opt` or after ` |`, continuing with ` \\` (still valid shell)."""
+    if len(cmd) <= width:
+        return [cmd]
+    pieces = re.split(r"(?<=\|) | (?=--?[A-Za-z])", cmd)
+    lines, cur = [], ""
+    for piece in pieces:
+        if cur and len(cur) + 1 + len(piece) > width - 2:
+            lines.append(cur + " \\")
+            cur = "    " + piece
+        else:
+            cur = f"{cur} {piece}" if cur else piece
+    return lines + [cur]
+
+
+def example_block(lines: list[str]) -> list[str]:
+    """Help-text example lines -> roff: `cmd   note` becomes `cmd   # note`; `name   prose` a .TP item."""
+    out: list[str] = []
+    code: list[str] = []
+
+    def flush() -> None:
+        if code:
+            out.extend([".RS 2", ".nf"] + [esc(c, code=True) for c in code] + [".fi", ".RE"])
+            code.clear()
+
+    for ln in lines:
+        ln = ln[2:].rstrip()
+        parts = re.split(r"(?<=\S)\s{2,}(?=\S)", ln, maxsplit=1)
+        cmd, note = (parts[0], parts[1].strip()) if len(parts) == 2 else (ln, "")
+        if note and len(note) > 50 and " " not in cmd:  # a definition list (e.g. presets), not a command
+            flush()
+            out += [".TP 12", f".B {esc(cmd)}", esc(note)]
+            continue
+        wrapped = wrap_command(cmd)
+        if note and len(wrapped) == 1 and len(cmd) + len(note) + 5 <= CODE_WIDTH:
+            wrapped = [f"{cmd}   # {note}"]
+        elif note:
+            code.append(f"# {note}")
+        code.extend(wrapped)
+    flush()
+    return out
+
+
 def help_to_roff(text: str) -> list[str]:
     """Paragraphs become .PP, indented lines (examples) become no-fill blocks, 'Examples' a bold line."""
     out: list[str] = []
@@ -118,8 +165,8 @@ def help_to_roff(text: str) -> list[str]:
     for block in blocks:
         lines = block.split("\n")
         if all(ln.startswith("  ") for ln in lines):
-            out += [".RS 2", ".nf"] + [esc(ln[2:].rstrip(), code=True) for ln in lines] + [".fi", ".RE"]
-        elif len(lines) == 1 and lines[0].strip() in ("Examples", "Example"):
+            out += example_block(lines)
+        elif len(lines) == 1 and re.fullmatch(r"[A-Z][a-z]+( [a-z]+){0,2}", lines[0].strip()):  # a heading
             out += [".PP", f".B {esc(lines[0].strip())}"]
         else:
             out += [".PP", esc(" ".join(ln.strip() for ln in lines))]
@@ -196,7 +243,8 @@ def render(date: str) -> str:
     lines += [".SH COMMANDS"] + command_sections(root, ctx, "voxcli")
     lines += [".SH EXAMPLES"]
     for text, cmds in EXAMPLES:
-        lines += [".PP", esc(text), ".RS 2", ".nf"] + [esc(c, code=True) for c in cmds] + [".fi", ".RE"]
+        lines += [".PP", esc(text), ".RS 2", ".nf"] + [esc(w, code=True) for c in cmds for w in wrap_command(c)]
+        lines += [".fi", ".RE"]
     lines += [".SH ENVIRONMENT"]
     for var, text in ENVIRONMENT:
         lines += [".TP", f".B {var}", esc(text)]
