@@ -63,3 +63,17 @@ def test_vox_errors_map_to_their_exit_code_and_debug_adds_traceback():
 
 def test_exit_codes_are_documented_values():
     assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 130]
+
+
+def test_offline_first_use_of_a_missing_model_exits_3_with_a_hint(tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    wav = tmp_path / "speech.wav"
+    sf.write(wav, np.zeros(16000, dtype=np.float32), 16000)
+    r = _run("--offline", "transcribe", str(wav))
+    assert r.returncode == ExitCode.MODEL_NOT_FOUND, r.stderr
+    assert r.stderr.splitlines()[-2:] == [
+        "voxcli: error: model 'moonshine-tiny-en' is not installed and voxcli is offline",
+        "hint: run `voxcli pull moonshine-tiny-en` while online (or unset VOXCLI_OFFLINE / drop --offline)",
+    ]

@@ -6,6 +6,7 @@ module only wires them up and maps failures to exit codes (see `_common`).
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Annotated, Optional
 
@@ -47,6 +48,7 @@ app = typer.Typer(
 # Modules under voxcli.cli that define `register(app)`, in help order.
 COMMAND_MODULES = [
     "speak",
+    "transcribe",
     "devices",
     "pull",
     "ledger",
@@ -77,6 +79,14 @@ def _global(
 ) -> None:
     STATE.debug = debug
     STATE.offline = offline
+    if offline:
+        # The engine reads VOXCLI_OFFLINE at call time; the flag is the same switch.
+        os.environ["VOXCLI_OFFLINE"] = "1"
+    from voxcli.cli.progress_view import LazyProgress
+    from voxcli.models.registry import set_progress_hook
+
+    # A model pulled on first use (not via `voxcli pull`) shows progress on stderr.
+    set_progress_hook(LazyProgress())
 
 
 for _name in COMMAND_MODULES:

@@ -115,3 +115,22 @@ def make_progress(json_mode: bool = False, quiet: bool = False):
     if quiet:
         return lambda _p: None
     return RichProgress() if fancy_terminal() else PlainProgress()
+
+
+class LazyProgress:
+    """Progress for automatic first-use pulls: the view is built at the first event.
+
+    Commands that never pull pay nothing; the rich bars are stopped at `ready`
+    so they do not collide with the command's own live display.
+    """
+
+    def __init__(self) -> None:
+        self._view = None
+
+    def __call__(self, p: Progress) -> None:
+        if self._view is None:
+            self._view = RichProgress() if fancy_terminal() else PlainProgress()
+        self._view(p)
+        if p.phase == "ready":
+            self._view.close()
+            self._view = None
