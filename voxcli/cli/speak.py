@@ -35,12 +35,12 @@ of chunks and a summary (TTFA, RTF) go to stderr.
 [bold]Examples[/bold]
 
   voxcli speak "Hello there. This is voxcli, speaking while it thinks."
-  voxcli speak "Hello." -o hello.wav                   write a WAV (or .flac) file
+  voxcli speak "Hello." -o hello.wav            write a .wav or .flac file
   voxcli speak "Hello." --raw | aplay -r 22050 -f S16_LE -c 1
-  voxcli speak "Hello." --raw --format f32le --rate 16000 > hello.f32
-  some-llm | voxcli speak -                            speak while the text streams in
-  voxcli speak --no-stream "Compare the latency."     synthesize everything first
-  voxcli speak "Hi." --json -o hi.wav | jq .t_emit     chunk events as JSON lines
+  voxcli speak "Hi." --raw --format f32le --rate 16000 > hi.f32
+  some-llm | voxcli speak -                     speak while text streams in
+  voxcli speak --no-stream "Compare."           synthesize everything first
+  voxcli speak "Hi." --json -o hi.wav           chunk events as JSON lines
 """
 
 FORMATS = ("s16le", "f32le")
