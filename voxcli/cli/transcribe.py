@@ -1,0 +1,263 @@
+"""`voxcli transcribe`: speech to text from a file, stdin PCM or the microphone.
+
+FILE alone takes the fast offline path (VAD segments, one decode each).
+`--live`, `-` and piped stdin go through the streaming engine, shown live on
+stderr; stdout only ever carries committed text (one line per utterance) or,
+with `--json`, JSON lines of every caption and a final stats record.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Annotated, Callable, Iterator, Optional
+
+import numpy as np
+import typer
+
+from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.complete import complete_asr_model, complete_input_device
+from voxcli.errors import UsageError
+
+SR = 16000
+CHUNK_S = 0.1
+
+HELP = """\
+Transcribe speech: a file, raw PCM on stdin, or the microphone (live captions).
+
+FILE alone is transcribed offline (fast, VAD-segmented). With --live the file
+is streamed at real time (--speed 4 for 4x, --speed 0 unpaced) through the
+same engine as the microphone. Without FILE, --live listens to the mic.
+`-` (or piped stdin) reads raw PCM as it arrives (--rate, --format).
+Live captions go to stderr (stable words normal, tentative words grey);
+stdout gets the committed text, one line per utterance.
+
+[bold]Examples[/bold]
+
+  voxcli transcribe meeting.wav                     print the transcript
+  voxcli transcribe talk.flac --live --speed 4      watch it stream, 4x
+  voxcli transcribe --live                          live captions from the mic
+  voxcli transcribe --live --device 2 --endpoint-ms 800
+  arecord -f S16_LE -r 16000 -c 1 | voxcli transcribe -
+  sox in.mp3 -t raw -r 16000 -e signed -b 16 -c 1 - | voxcli transcribe -
+  voxcli transcribe talk.wav --live --speed 0 --json | jq -r 'select(.is_final) | .stable'
+"""
+
+
+class _NonFiniteWarner:
+    """Warn once per run that NaN/inf samples were replaced by silence."""
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    def __call__(self, audio: np.ndarray) -> np.ndarray:
+        from voxcli.audio.pcm import sanitize
+
+        clean, bad = sanitize(audio)
+        if bad and not self.warned:
+            err("voxcli: warning: input contains NaN/inf samples; treated as silence")
+            self.warned = True
+        return clean
+
+
+def file_chunks(audio: np.ndarray, speed: float, stop: threading.Event) -> Iterator[np.ndarray]:
+    """100 ms chunks of a file, paced at `speed` x real time (0: as fast as consumed)."""
+    n = int(CHUNK_S * SR)
+    t0 = time.monotonic()
+    for i in range(0, audio.size, n):
+        if stop.is_set():
+            return
+        if speed > 0:
+            delay = t0 + i / SR / speed - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        yield audio[i : i + n]
+
+
+def stdin_chunks(rate: int, fmt: str, stop: threading.Event, clean: Callable[[np.ndarray], np.ndarray]) -> Iterator[np.ndarray]:
+    """Raw PCM from stdin as it arrives; a partial sample waits for the next read."""
+    from voxcli.audio.pcm import StreamResampler, decode_pcm, sample_width
+
+    width = sample_width(fmt)
+    src = sys.stdin.buffer
+    read = getattr(src, "read1", src.read)
+    resampler = StreamResampler(rate, SR)
+    leftover = b""
+    block = max(width, int(rate * CHUNK_S) * width)
+    while not stop.is_set():
+        data = read(block)
+        if not data:
+            break
+        audio, leftover = decode_pcm(leftover + data, fmt)
+        if audio.size:
+            yield resampler.process(clean(audio))
+    tail = resampler.process(np.zeros(0, np.float32), last=True)
+    if tail.size:
+        yield tail
+    if leftover:
+        err(f"voxcli: warning: ignored {len(leftover)} trailing byte(s) (an incomplete {fmt} sample)")
+
+
+def mic_chunks(device: Optional[str], stop: threading.Event) -> tuple[Iterator[np.ndarray], Callable[[], None], str]:
+    """Open the microphone now (so a missing device fails before anything starts)."""
+    from voxcli.audio.devices import MicCapture
+
+    dev: int | str | None = int(device) if device is not None and device.isdigit() else device
+    mic = MicCapture(rate=SR, device=dev)
+
+    def gen() -> Iterator[np.ndarray]:
+        for block in mic:
+            if stop.is_set():
+                return
+            yield block
+
+    return gen(), mic.close, f"mic: {mic.device_name}"
+
+
+def _limit(chunks: Iterator[np.ndarray], seconds: Optional[float]) -> Iterator[np.ndarray]:
+    if not seconds:
+        yield from chunks
+        return
+    left = int(seconds * SR)
+    for c in chunks:
+        if left <= 0:
+            return
+        yield c[:left]
+        left -= c.size
+
+
+def _emit_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: int) -> None:
+    from voxcli.audio.files import read_audio
+    from voxcli.engine.asr import load_asr
+    from voxcli.engine.batch import transcribe_audio
+    from voxcli.engine.vad import VADConfig
+    from voxcli.events import Caption
+
+    audio, _ = read_audio(path, rate=SR)
+    audio = _NonFiniteWarner()(audio)
+    asr, vad = load_asr(model, offline=STATE.offline)
+    t0 = time.monotonic()
+    count = 0
+    for i, u in enumerate(transcribe_audio(asr, vad, audio, VADConfig(endpoint_ms=endpoint_ms))):
+        count += 1
+        if json_out:
+            _emit_line(Caption(u.text, "", True, u.end, time.monotonic() - t0, i).to_json())
+        else:
+            _emit_line(u.text)
+    total = time.monotonic() - t0
+    audio_s = audio.size / SR
+    if json_out:
+        import json
+
+        _emit_line(json.dumps({"event": "asr_stats", "mode": "offline", "audio_s": round(audio_s, 3),
+                               "total_s": round(total, 3), "rtf": round(total / audio_s, 4) if audio_s else 0.0,
+                               "utterances": count}))
+    err(f"{count} utterance(s), {audio_s:.1f} s of audio in {total:.1f} s (RTF {total / audio_s if audio_s else 0:.2f})")
+
+
+def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: str,
+               stop: threading.Event, on_close: Callable[[], None] | None = None) -> None:
+    from voxcli.cli.asr_views import StreamStatus, caption_view
+
+    failure: list[BaseException] = []
+
+    def feed() -> None:
+        try:
+            for c in chunks:
+                streamer.send(c)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            failure.append(e)
+            streamer.cancel()
+            return
+        streamer.finish()
+
+    view = caption_view(sys.stdout.isatty())
+    to_stdout = json_out or not (sys.stdout.isatty() and type(view).__name__ == "RichCaptionView")
+    feeder = threading.Thread(target=feed, name="voxcli-transcribe-feed", daemon=True)
+    last = None
+    try:
+        feeder.start()
+        for cap in streamer.captions:
+            last = cap
+            st = streamer.stats
+            view.update(cap, StreamStatus(st.audio_s, st.rtf, streamer.pending_s, source))
+            if json_out:
+                _emit_line(cap.to_json())
+            elif cap.is_final and cap.stable and to_stdout:
+                _emit_line(cap.stable)
+    except KeyboardInterrupt:
+        stop.set()
+        streamer.cancel()
+        view.close()
+        if last is not None and not last.is_final and last.stable and not json_out:
+            _emit_line(last.stable)  # what was committed of the utterance in progress
+        raise
+    finally:
+        view.close()
+        if on_close:
+            on_close()
+    feeder.join(5)
+    if failure:
+        raise failure[0]
+    streamer.finish()
+    if json_out:
+        _emit_line(__import__("json").dumps(streamer.stats.to_dict()))
+    st = streamer.stats
+    err(f"{st.utterances} utterance(s), {st.audio_s:.1f} s of audio; worker RTF {st.rtf:.2f}, "
+        f"max lag {st.max_lag_s:.1f} s, {st.skipped} re-decode(s) skipped")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("transcribe", help=HELP, short_help="Speech to text: file, stdin PCM or live mic captions.")
+    @guarded
+    def transcribe_cmd(
+        file: Annotated[Optional[str], typer.Argument(metavar="[FILE|-]", help="Audio file, or - for raw PCM on stdin.", show_default=False)] = None,
+        live: Annotated[bool, typer.Option("--live", help="Stream: the mic without FILE, or FILE paced at --speed.")] = False,
+        speed: Annotated[float, typer.Option("--speed", min=0.0, help="Pacing of FILE with --live (1 = real time, 0 = unpaced).")] = 1.0,
+        rate: Annotated[int, typer.Option("--rate", min=1000, max=384000, help="Sample rate of stdin PCM.")] = SR,
+        fmt: Annotated[str, typer.Option("--format", help="Stdin PCM format: s16le or f32le.")] = "s16le",
+        json_out: Annotated[bool, typer.Option("--json", help="JSON lines of every caption plus a final stats record on stdout.")] = False,
+        model: Annotated[Optional[str], typer.Option("--model", "-m", help="ASR model name (default moonshine-tiny-en).", autocompletion=complete_asr_model)] = None,
+        endpoint_ms: Annotated[int, typer.Option("--endpoint-ms", min=100, max=10000, help="Silence that ends an utterance.")] = 500,
+        step_ms: Annotated[int, typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking.")] = 500,
+        agreement: Annotated[int, typer.Option("--agreement", min=1, max=5, help="Hypotheses that must agree before a word is stable.")] = 2,
+        device: Annotated[Optional[str], typer.Option("--device", help="Input device index or name (see `voxcli devices`).", autocompletion=complete_input_device)] = None,
+        duration: Annotated[Optional[float], typer.Option("--duration", min=0.1, help="Stop after this many seconds of audio (streaming input).")] = None,
+    ) -> None:
+        from voxcli.engine.asr import open_asr_streamer
+
+        if fmt not in ("s16le", "f32le"):
+            raise UsageError(f"unknown PCM format {fmt!r}", hint="use --format s16le or --format f32le")
+        use_stdin = file == "-" or (file is None and not live and not sys.stdin.isatty())
+        if file is None and not live and not use_stdin:
+            raise UsageError("nothing to transcribe", hint="give a FILE, `-` for raw PCM on stdin, or --live for the microphone")
+        if file not in (None, "-") and not live:
+            run_offline(file, model, json_out, endpoint_ms)
+            return
+        stop = threading.Event()
+        clean = _NonFiniteWarner()
+        on_close = None
+        if use_stdin:
+            chunks, source, lockstep = stdin_chunks(rate, fmt, stop, clean), "stdin", False
+        elif file is not None:
+            from voxcli.audio.files import read_audio
+
+            audio = clean(read_audio(file, rate=SR)[0])
+            chunks, source, lockstep = file_chunks(audio, speed, stop), os.path.basename(file), speed == 0
+        else:
+            chunks, on_close, source = mic_chunks(device, stop)
+            lockstep = False
+        try:
+            streamer = open_asr_streamer(model, agreement=agreement, step_ms=step_ms, endpoint_ms=endpoint_ms,
+                                         lockstep=lockstep, offline=STATE.offline)
+        except BaseException:
+            if on_close:
+                on_close()
+            raise
+        run_stream(_limit(chunks, duration), streamer, json_out, source, stop, on_close)
