@@ -63,17 +63,12 @@ def _run_onnx(args, precision: str) -> dict:
     assert len(ids) == PROMPT_TOKENS
     ttfts, rates = [], []
     for _ in range(args.runs + 1):  # first run warms up (allocations, thread pool)
-        empty = np.zeros((1, llm._n_kv, 0, llm._hd), dtype=np.float32)
-        past = [empty] * (2 * llm._n_layers)
+        cache = llm._new_cache(len(ids) + DECODE_TOKENS)  # what LocalLLM.stream does, minus text decoding
         t0 = time.perf_counter()
-        logits, past = llm._run(ids, past, 0)
-        tok = int(np.argmax(logits))
+        tok = int(np.argmax(llm._feed(cache, ids)))
         t1 = time.perf_counter()
-        pos = len(ids)
         for _ in range(DECODE_TOKENS - 1):
-            logits, past = llm._run([tok], past, pos)
-            tok = int(np.argmax(logits))
-            pos += 1
+            tok = int(np.argmax(llm._feed(cache, [tok])))
         t2 = time.perf_counter()
         ttfts.append(t1 - t0)
         rates.append((DECODE_TOKENS - 1) / (t2 - t1))

@@ -90,6 +90,16 @@ def test_fast_graph_tracks_reference(llm, reference_logits):
     assert np.corrcoef(got[0], ref[0])[0, 1] > 0.99
 
 
+def test_chunked_prefill_equals_one_pass(exact_llm, monkeypatch):
+    import voxcli.llm.local as local
+
+    ids = exact_llm.tokenizer.encode("The history of the lighthouse at the northern cape. " * 60)[:600]
+    chunked = exact_llm.logits_for(ids, ids[:2])  # 256-token chunks into the shared KV buffers
+    monkeypatch.setattr(local, "PREFILL_CHUNK", 10_000)
+    whole = exact_llm.logits_for(ids, ids[:2])
+    assert np.abs(chunked - whole).max() < 1e-3
+
+
 def test_capital_of_france_with_fixed_seed(llm):
     deltas = list(llm.stream(FRANCE, temperature=0.3, top_p=0.9, seed=7, max_new_tokens=48))
     text = "".join(d.text for d in deltas)

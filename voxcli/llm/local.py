@@ -35,6 +35,8 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 Precision = Literal["fast", "exact"]
 _LEVELS = {"fast": 4, "exact": 0}
+PREFILL_CHUNK = 256
+"""Prompt tokens per prefill run: bounds attention scratch memory (heads x chunk x context)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,50 @@ class _Handle:
     def cancel(self) -> None:
         self.cancelled.set()
         self.run_options.terminate = True
+
+
+class _KVCache:
+    """Preallocated key/value buffers bound as both past and present of every layer.
+
+    GroupQueryAttention writes the new keys/values in place when past and present
+    are the same buffer (seqlens_k says how much is valid), so a decode step no
+    longer copies the whole cache: at 900 cached tokens a step went from about
+    50 ms to 15-30 ms (2 contended cores). Sized per stream (prompt + reply).
+    """
+
+    def __init__(self, session, n_layers: int, n_kv: int, head_dim: int, capacity: int,
+                 embed: np.ndarray | None) -> None:
+        import onnxruntime as ort
+
+        self.capacity = capacity
+        self.length = 0
+        self._session = session
+        self._buffers = [np.zeros((1, n_kv, capacity, head_dim), dtype=np.float32) for _ in range(2 * n_layers)]
+        self._values = [ort.OrtValue.ortvalue_from_numpy(b) for b in self._buffers]  # share memory
+        io = session.io_binding()
+        io.bind_output("logits")
+        for i in range(n_layers):
+            for j, kv in enumerate(("key", "value")):
+                io.bind_ortvalue_input(f"past.{i}.{kv}", self._values[2 * i + j])
+                io.bind_ortvalue_output(f"present.{i}.{kv}", self._values[2 * i + j])
+        if embed is not None:
+            self._embed = ort.OrtValue.ortvalue_from_numpy(embed)
+            io.bind_ortvalue_input(EMBED_NAME, self._embed)
+        self._io = io
+
+    def run(self, ids: list[int], run_options=None) -> np.ndarray:
+        """Append `ids` at positions length.. and return the last position's logits (a copy)."""
+        s = len(ids)
+        if self.length + s > self.capacity:
+            raise LLMError(f"KV cache full ({self.capacity} tokens)")
+        io = self._io
+        io.bind_cpu_input("input_ids", np.asarray([ids], dtype=np.int64))
+        io.bind_cpu_input("seqlens_k", np.asarray([self.length + s - 1], dtype=np.int32))
+        io.bind_cpu_input("total_sequence_length", np.asarray(self.length + s, dtype=np.int32))
+        self._session.run_with_iobinding(io, run_options)
+        self.length += s
+        # the output buffer is reused by the next run: copy
+        return io.get_outputs()[0].numpy()[0].copy()
 
 
 def _check_config(cfg: LocalLLMConfig, max_context: int) -> None:
@@ -192,22 +238,16 @@ class LocalLLM:
         return self._generate(fitted, cfg, handle, t0)
 
     # -- generation ----------------------------------------------------------
-    def _run(
-        self, ids: list[int], past: list[np.ndarray], p: int, run_options=None
-    ) -> tuple[np.ndarray, list[np.ndarray]]:
-        s = len(ids)
-        feeds = {
-            "input_ids": np.asarray([ids], dtype=np.int64),
-            "seqlens_k": np.asarray([p + s - 1], dtype=np.int32),
-            "total_sequence_length": np.asarray(p + s, dtype=np.int32),
-        }
-        if self._embed is not None:
-            feeds[EMBED_NAME] = self._embed
-        for i in range(self._n_layers):
-            feeds[f"past.{i}.key"] = past[2 * i]
-            feeds[f"past.{i}.value"] = past[2 * i + 1]
-        out = self._session.run(None, feeds, run_options)
-        return out[0][0], out[1:]
+    def _new_cache(self, capacity: int) -> "_KVCache":
+        return _KVCache(self._session, self._n_layers, self._n_kv, self._hd, capacity, self._embed)
+
+    def _feed(self, cache: "_KVCache", ids: list[int], run_options=None) -> np.ndarray:
+        """Run `ids` (in prefill chunks) after what `cache` holds; logits of the last one."""
+        logits = None
+        for start in range(0, len(ids), PREFILL_CHUNK):
+            logits = cache.run(ids[start : start + PREFILL_CHUNK], run_options)
+        assert logits is not None
+        return logits
 
     def _generate(self, fitted: FittedPrompt, cfg: LocalLLMConfig, handle: "_Handle", t0: float) -> Iterator[TextDelta]:
         from voxcli.llm.tokenizer import IncrementalDecoder
@@ -217,19 +257,17 @@ class LocalLLM:
         rng = np.random.default_rng(cfg.seed)
         decoder = IncrementalDecoder(self.tokenizer)
         stop = self.tokenizer.stop_ids
-        empty = np.zeros((1, self._n_kv, 0, self._hd), dtype=np.float32)
-        past = [empty] * (2 * self._n_layers)
-        pos, index, generated = 0, 0, 0
+        cache = self._new_cache(len(fitted.ids) + cfg.max_new_tokens)
+        index, generated = 0, 0
         pending = list(fitted.ids)
         try:
             while generated < cfg.max_new_tokens and not handle.cancelled.is_set():
                 try:
-                    logits, past = self._run(pending, past, pos, handle.run_options)
+                    logits = self._feed(cache, pending, handle.run_options)
                 except Exception as exc:
                     if handle.cancelled.is_set():  # RunOptions.terminate aborted the run
                         break
                     raise LLMError(f"local model failed: {exc}") from exc
-                pos += len(pending)
                 token = _sample(logits, cfg, rng)
                 if t_first is None:
                     t_first = time.perf_counter()
@@ -258,14 +296,10 @@ class LocalLLM:
 
         Exposes exactly the runs `stream` makes, so tests compare them with the reference.
         """
-        empty = np.zeros((1, self._n_kv, 0, self._hd), dtype=np.float32)
-        past = [empty] * (2 * self._n_layers)
-        logits, past = self._run(list(prompt_ids), past, 0)
-        rows, pos = [logits], len(prompt_ids)
+        cache = self._new_cache(len(prompt_ids) + len(next_ids))
+        rows = [self._feed(cache, list(prompt_ids))]
         for t in next_ids:
-            logits, past = self._run([int(t)], past, pos)
-            rows.append(logits)
-            pos += 1
+            rows.append(self._feed(cache, [int(t)]))
         return np.stack(rows)
 
     def complete(self, messages: list[dict], **overrides) -> str:
