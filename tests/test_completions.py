@@ -85,3 +85,16 @@ def test_other_shells_parse_the_scripts(shell, flag):
     name = {"zsh": "_voxcli", "fish": "voxcli.fish"}[shell]
     p = subprocess.run([exe, flag, str(ROOT / "completions" / name)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_device_names_from_portaudio(voxcli_on_path):
+    from voxcli.audio.devices import list_devices
+    from voxcli.errors import DeviceUnavailableError
+
+    try:
+        outputs = [d for d in list_devices() if d.max_output_channels > 0]
+    except DeviceUnavailableError:
+        outputs = []  # no PortAudio: completion must offer nothing, quietly
+    expected = sorted({str(d.index) for d in outputs} | {d.name for d in outputs})
+    assert sorted(bash_complete(voxcli_on_path, "voxcli speak --device ")) == expected
