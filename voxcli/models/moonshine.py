@@ -144,6 +144,10 @@ class MoonshineASR:
             if token == self.eos_id:
                 break
             tokens.append(token)
+            cut = repeated_tail(tokens)
+            if cut:  # a loop ("of its nuts, none of its nuts, ..."): keep one copy, stop
+                del tokens[len(tokens) - cut :]
+                break
             ids = np.array([[token]], dtype=np.int64)
             # The encoder (cross-attention) cache is computed on the first step only.
             for name, value in zip(self._cache_names, present):
@@ -172,6 +176,22 @@ class MoonshineASR:
         if audio.ndim != 1:
             raise UsageError("ASR input must be mono (one channel)")
         return words_with_estimated_times(self.text(audio, prompt), audio.size / SAMPLE_RATE)
+
+
+def repeated_tail(tokens: list[int], max_block: int = 12) -> int:
+    """Tokens to drop when the sequence ends in a loop: a block repeated 3 times (4 for one token).
+
+    Returns (repeats - 1) * block length, i.e. what to remove to keep one copy; 0 if no loop.
+    """
+    n = len(tokens)
+    for size in range(1, max_block + 1):
+        repeats = 4 if size == 1 else 3
+        if n < size * repeats:
+            break
+        block = tokens[n - size :]
+        if all(tokens[n - size * (r + 1) : n - size * r] == block for r in range(1, repeats)):
+            return size * (repeats - 1)
+    return 0
 
 
 def words_with_estimated_times(text: str, duration: float) -> list[Word]:
