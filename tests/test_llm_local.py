@@ -94,10 +94,25 @@ def test_chunked_prefill_equals_one_pass(exact_llm, monkeypatch):
     import voxcli.llm.local as local
 
     ids = exact_llm.tokenizer.encode("The history of the lighthouse at the northern cape. " * 60)[:600]
-    chunked = exact_llm.logits_for(ids, ids[:2])  # 256-token chunks into the shared KV buffers
+    monkeypatch.setattr(local, "PREFILL_CHUNK", 128)
+    chunked = exact_llm.logits_for(ids, ids[:2])  # 128-token runs into the in-place KV buffers
     monkeypatch.setattr(local, "PREFILL_CHUNK", 10_000)
     whole = exact_llm.logits_for(ids, ids[:2])
     assert np.abs(chunked - whole).max() < 1e-3
+
+
+def test_next_turn_reuses_the_cached_conversation(llm):
+    first = FRANCE
+    reply = llm.complete(first, max_new_tokens=32)
+    second = first + [{"role": "assistant", "content": reply},
+                      {"role": "user", "content": "And what is the capital of Italy?"}]
+    warm = list(llm.stream(second, max_new_tokens=32))
+    llm.reset_cache()
+    cold = list(llm.stream(second, max_new_tokens=32))
+    assert warm[-1].metrics["cached_tokens"] >= 30  # system + first question at least
+    assert cold[-1].metrics["cached_tokens"] == 0
+    warm_text, cold_text = ("".join(d.text for d in x) for x in (warm, cold))
+    assert warm_text == cold_text and "Rome" in warm_text
 
 
 def test_capital_of_france_with_fixed_seed(llm):

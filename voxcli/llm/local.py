@@ -2,8 +2,10 @@
 
 Why this shape: the chat loop only needs `stream(messages)` and `cancel()`;
 everything model-specific (GGUF -> ONNX graph build, tokenizer, template,
-truncation, sampling) hides behind them. One prefill run for the whole prompt,
-then one run per token feeding the KV cache back; `cancel()` is checked
+truncation, sampling) hides behind them. The prompt is prefilled in one run
+(in 512-token runs beyond that, to bound attention scratch memory), then one
+run per token; the KV cache is kept across turns so only the part of the
+prompt that changed is prefilled (`kv_cache.py`). `cancel()` is checked
 between tokens and also aborts a running prefill through onnxruntime's
 RunOptions.terminate, so a cancel returns within one token.
 
@@ -28,6 +30,7 @@ from voxcli.errors import LLMError, ModelNotFoundError, UsageError
 from voxcli.events import TextDelta
 from voxcli.llm.base import make_metrics
 from voxcli.llm.graph_builder import EMBED_NAME, MAX_POSITIONS
+from voxcli.llm.kv_cache import KVCache
 from voxcli.llm.prompt import DEFAULT_SYSTEM, FittedPrompt, fit_messages
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -35,7 +38,7 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 Precision = Literal["fast", "exact"]
 _LEVELS = {"fast": 4, "exact": 0}
-PREFILL_CHUNK = 256
+PREFILL_CHUNK = 512
 """Prompt tokens per prefill run: bounds attention scratch memory (heads x chunk x context)."""
 
 
@@ -60,6 +63,10 @@ class LocalLLMConfig:
     """onnxruntime intra-op threads; None = min(4, cpu count)."""
 
 
+class _Stopped(Exception):
+    """Internal: the stream was cancelled between two runs."""
+
+
 class _Handle:
     """Cancellation state of one `stream` call: a flag for between tokens, RunOptions for mid-run."""
 
@@ -70,50 +77,6 @@ class _Handle:
     def cancel(self) -> None:
         self.cancelled.set()
         self.run_options.terminate = True
-
-
-class _KVCache:
-    """Preallocated key/value buffers bound as both past and present of every layer.
-
-    GroupQueryAttention writes the new keys/values in place when past and present
-    are the same buffer (seqlens_k says how much is valid), so a decode step no
-    longer copies the whole cache: at 900 cached tokens a step went from about
-    50 ms to 15-30 ms (2 contended cores). Sized per stream (prompt + reply).
-    """
-
-    def __init__(self, session, n_layers: int, n_kv: int, head_dim: int, capacity: int,
-                 embed: np.ndarray | None) -> None:
-        import onnxruntime as ort
-
-        self.capacity = capacity
-        self.length = 0
-        self._session = session
-        self._buffers = [np.zeros((1, n_kv, capacity, head_dim), dtype=np.float32) for _ in range(2 * n_layers)]
-        self._values = [ort.OrtValue.ortvalue_from_numpy(b) for b in self._buffers]  # share memory
-        io = session.io_binding()
-        io.bind_output("logits")
-        for i in range(n_layers):
-            for j, kv in enumerate(("key", "value")):
-                io.bind_ortvalue_input(f"past.{i}.{kv}", self._values[2 * i + j])
-                io.bind_ortvalue_output(f"present.{i}.{kv}", self._values[2 * i + j])
-        if embed is not None:
-            self._embed = ort.OrtValue.ortvalue_from_numpy(embed)
-            io.bind_ortvalue_input(EMBED_NAME, self._embed)
-        self._io = io
-
-    def run(self, ids: list[int], run_options=None) -> np.ndarray:
-        """Append `ids` at positions length.. and return the last position's logits (a copy)."""
-        s = len(ids)
-        if self.length + s > self.capacity:
-            raise LLMError(f"KV cache full ({self.capacity} tokens)")
-        io = self._io
-        io.bind_cpu_input("input_ids", np.asarray([ids], dtype=np.int64))
-        io.bind_cpu_input("seqlens_k", np.asarray([self.length + s - 1], dtype=np.int32))
-        io.bind_cpu_input("total_sequence_length", np.asarray(self.length + s, dtype=np.int32))
-        self._session.run_with_iobinding(io, run_options)
-        self.length += s
-        # the output buffer is reused by the next run: copy
-        return io.get_outputs()[0].numpy()[0].copy()
 
 
 def _check_config(cfg: LocalLLMConfig, max_context: int) -> None:
@@ -172,6 +135,8 @@ class LocalLLM:
         self.config = config
         self._ort = ort
         self._active: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
+        self._cache: KVCache | None = None
+        """Shared across turns so a growing conversation only prefills what is new."""
         self._lock = threading.Lock()
         self._max_context = MAX_POSITIONS
         self.name = "on-device model"
@@ -238,14 +203,41 @@ class LocalLLM:
         return self._generate(fitted, cfg, handle, t0)
 
     # -- generation ----------------------------------------------------------
-    def _new_cache(self, capacity: int) -> "_KVCache":
-        return _KVCache(self._session, self._n_layers, self._n_kv, self._hd, capacity, self._embed)
+    def _new_cache(self, capacity: int) -> KVCache:
+        extra = {EMBED_NAME: self._embed} if self._embed is not None else None
+        return KVCache(self._session, self._n_layers, self._n_kv, self._hd, capacity, extra)
 
-    def _feed(self, cache: "_KVCache", ids: list[int], run_options=None) -> np.ndarray:
+    def _claim_cache(self, handle: "_Handle", capacity: int) -> KVCache:
+        """The shared cache if free (or held by a cancelled stream), else a private one."""
+        with self._lock:
+            c = self._cache
+            free = c is None or c.owner is None or getattr(c.owner, "cancelled").is_set()
+            if not free:
+                return self._new_cache(capacity)  # a concurrent stream: do not share
+            if c is None or c.capacity < capacity:
+                c = self._cache = self._new_cache(capacity)
+            c.owner = handle
+            return c
+
+    def _release_cache(self, handle: "_Handle") -> None:
+        with self._lock:
+            if self._cache is not None and self._cache.owner is handle:
+                self._cache.owner = None
+
+    def reset_cache(self) -> None:
+        """Forget the cached conversation (the next stream prefills from scratch)."""
+        with self._lock:
+            if self._cache is not None and self._cache.owner is None:
+                self._cache = None
+
+    def _feed(self, cache: KVCache, ids: list[int], handle: "_Handle | None" = None) -> np.ndarray:
         """Run `ids` (in prefill chunks) after what `cache` holds; logits of the last one."""
         logits = None
         for start in range(0, len(ids), PREFILL_CHUNK):
-            logits = cache.run(ids[start : start + PREFILL_CHUNK], run_options)
+            with cache.lock:  # re-check under the lock: a cache taken over must not be written again
+                if handle is not None and handle.cancelled.is_set():
+                    raise _Stopped
+                logits = cache.run(ids[start : start + PREFILL_CHUNK], handle.run_options if handle else None)
         assert logits is not None
         return logits
 
@@ -257,13 +249,16 @@ class LocalLLM:
         rng = np.random.default_rng(cfg.seed)
         decoder = IncrementalDecoder(self.tokenizer)
         stop = self.tokenizer.stop_ids
-        cache = self._new_cache(len(fitted.ids) + cfg.max_new_tokens)
+        cache = self._claim_cache(handle, cfg.context_window)
+        reused = cache.reuse_prefix(fitted.ids)
         index, generated = 0, 0
-        pending = list(fitted.ids)
+        pending = fitted.ids[reused:]
         try:
             while generated < cfg.max_new_tokens and not handle.cancelled.is_set():
                 try:
-                    logits = self._feed(cache, pending, handle.run_options)
+                    logits = self._feed(cache, pending, handle)
+                except _Stopped:
+                    break
                 except Exception as exc:
                     if handle.cancelled.is_set():  # RunOptions.terminate aborted the run
                         break
@@ -280,12 +275,14 @@ class LocalLLM:
                     yield TextDelta(text=text, index=index)
                     index += 1
         finally:
+            self._release_cache(handle)
             with self._lock:
                 self._active.discard(handle)
         metrics = make_metrics(
             t_start=t0, t_first=t_first, t_end=time.perf_counter(), prompt_tokens=len(fitted.ids),
             tokens=generated, cancelled=handle.cancelled.is_set(),
         )
+        metrics["cached_tokens"] = float(reused)
         if fitted.dropped_turns or fitted.clipped_tokens:
             metrics["dropped_turns"] = float(fitted.dropped_turns)
             metrics["clipped_tokens"] = float(fitted.clipped_tokens)
@@ -296,7 +293,7 @@ class LocalLLM:
 
         Exposes exactly the runs `stream` makes, so tests compare them with the reference.
         """
-        cache = self._new_cache(len(prompt_ids) + len(next_ids))
+        cache = self._new_cache(len(prompt_ids) + len(next_ids))  # private: never the shared one
         rows = [self._feed(cache, list(prompt_ids))]
         for t in next_ids:
             rows.append(self._feed(cache, [int(t)]))
