@@ -18,8 +18,8 @@ from __future__ import annotations
 import gc
 import os
 import threading
-import weakref
 import time
+import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator, Literal
