@@ -194,6 +194,8 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
     except KeyboardInterrupt:
         stop.set()
         streamer.cancel()
+        # Let the worker leave onnxruntime before the interpreter exits (else C++ aborts).
+        streamer.finish(timeout=10)
         view.close()
         if last is not None and not last.is_final and last.stable and not json_out:
             _emit_line(last.stable)  # what was committed of the utterance in progress

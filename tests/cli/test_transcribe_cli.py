@@ -1,0 +1,164 @@
+"""`voxcli transcribe` end to end on real speech: offline, --live, stdin PCM, JSON, bad input, TTS round trip."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from typer.testing import CliRunner
+
+from tests.asr_checks import BECKETT_REF, assert_stable_never_shrinks, final_text
+from voxcli.cli.app import app
+from voxcli.engine.wer import normalize_text, wer, word_errors
+from voxcli.events import Caption
+
+pytestmark = pytest.mark.usefixtures("real_cache")
+
+
+def invoke(*args: str, input: bytes | str | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(app, list(args), input=input, catch_exceptions=False)
+
+
+def captions_of(stdout: str) -> tuple[list[Caption], dict]:
+    lines = [json.loads(x) for x in stdout.splitlines() if x.strip()]
+    caps = [Caption(**{k: v for k, v in d.items() if k != "event"}) for d in lines if d["event"] == "caption"]
+    assert lines[-1]["event"] == "asr_stats"
+    return caps, lines[-1]
+
+
+def test_offline_file_prints_one_line_per_utterance(speech_samples) -> None:
+    r = invoke("transcribe", str(speech_samples["beckett"]))
+    assert r.exit_code == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == 6 and wer(BECKETT_REF, " ".join(lines)) <= 0.1
+    assert "utterance" in r.stderr and "Ever" not in r.stderr  # human summary on stderr only
+
+
+def test_live_file_unpaced_json_stream(speech_samples) -> None:
+    r = invoke("transcribe", str(speech_samples["beckett"]), "--live", "--speed", "0", "--json")
+    assert r.exit_code == 0, r.stderr
+    caps, stats = captions_of(r.stdout)
+    assert_stable_never_shrinks(caps)
+    assert wer(BECKETT_REF, final_text(caps)) <= 0.1
+    assert "better" in final_text(caps).lower().split()[-1]
+    assert stats["utterances"] == 6 and stats["audio_s"] > 9.9
+
+
+def test_live_file_paced_plain_view(speech_samples, tmp_path) -> None:
+    wav = tmp_path / "short.wav"
+    a, sr = sf.read(speech_samples["beckett"], dtype="float32")
+    sf.write(wav, a[: int(3.6 * sr)], sr)  # "Ever tried. Ever failed."
+    t0 = time.monotonic()
+    r = invoke("transcribe", str(wav), "--live", "--speed", "2")
+    assert r.exit_code == 0, r.stderr
+    assert time.monotonic() - t0 >= 1.5  # paced: 3.6 s of audio at 2x
+    assert normalize_text(r.stdout) == ["ever", "tried", "ever", "failed"]
+    assert "ever tried" in r.stderr.lower()  # off a TTY the stable words are appended to stderr
+
+
+def _pcm(path: Path, rate: int, fmt: str) -> bytes:
+    a, sr = sf.read(path, dtype="float32")
+    if sr != rate:
+        from voxcli.audio.pcm import resample
+
+        a = resample(a, sr, rate)
+    return (a * 32767).astype("<i2").tobytes() if fmt == "s16le" else a.astype("<f4").tobytes()
+
+
+def test_stdin_pcm_with_odd_byte_count(speech_samples) -> None:
+    data = _pcm(speech_samples["beckett"], 16000, "s16le") + b"\x07"
+    r = invoke("transcribe", "-", input=data)
+    assert r.exit_code == 0, r.stderr
+    assert wer(BECKETT_REF, r.stdout) <= 0.1
+    assert "ignored 1 trailing byte" in r.stderr
+
+
+def test_stdin_f32le_at_another_rate_with_nan(speech_samples) -> None:
+    a = np.frombuffer(_pcm(speech_samples["beckett"], 22050, "f32le"), "<f4").copy()
+    a[1000:1100] = np.nan  # inside the leading silence
+    r = invoke("transcribe", "-", "--rate", "22050", "--format", "f32le", input=a.tobytes())
+    assert r.exit_code == 0, r.stderr
+    assert wer(BECKETT_REF, r.stdout) <= 0.15
+    assert r.stderr.count("NaN/inf") == 1
+
+
+def test_silence_gives_an_empty_transcript_and_exit_0(tmp_path) -> None:
+    wav = tmp_path / "silence.wav"
+    sf.write(wav, np.zeros(16000 * 2, np.float32), 16000)
+    r = invoke("transcribe", str(wav))
+    assert r.exit_code == 0 and r.stdout == ""
+    r = invoke("transcribe", "-", input=b"\x00\x00" * 16000)
+    assert r.exit_code == 0 and r.stdout == ""
+
+
+@pytest.mark.parametrize("content", [b"not audio at all", b""])
+def test_corrupt_file_is_exit_2_naming_the_file(tmp_path, content) -> None:
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(content)
+    r = invoke("transcribe", str(bad))
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"voxcli: error: {bad}: cannot read audio") and "Traceback" not in r.stderr
+    r = invoke("transcribe", str(tmp_path / "missing.flac"), "--live")
+    assert r.exit_code == 2 and "no such file" in r.stderr
+
+
+def test_bad_flags_are_usage_errors() -> None:
+    r = invoke("transcribe", "-", "--format", "u8", input=b"")
+    assert r.exit_code == 2 and "unknown PCM format" in r.stderr
+
+
+def test_ctrl_c_prints_what_was_committed_and_exits_130(speech_samples) -> None:
+    p = subprocess.Popen([sys.executable, "-m", "voxcli", "transcribe", str(speech_samples["two_cities"]), "--live"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    time.sleep(12)  # model load + ~9 s of real-time audio: the first utterance is committed
+    p.send_signal(signal.SIGINT)
+    out, errb = p.communicate(timeout=30)
+    assert p.returncode == 130, errb.decode()
+    assert "best of times" in out.decode().lower()
+    assert "Traceback" not in errb.decode()
+
+
+# ---- round trip through our own TTS --------------------------------------------------------
+
+SENTENCES = [
+    "The weather is nice today.",
+    "Please open the window in the kitchen.",
+    "I would like a cup of coffee with milk.",
+    "The train leaves the station at nine.",
+    "She bought three apples and a loaf of bread.",
+    "Can you help me find my keys?",
+    "The meeting has been moved to Friday afternoon.",
+    "My brother plays the guitar every evening.",
+    "We walked along the river until sunset.",
+    "The children are playing in the garden.",
+    "Turn left at the next traffic light.",
+    "This book is about the history of science.",
+    "He forgot to close the door behind him.",
+    "The music was too loud for the small room.",
+    "Our flight was delayed by two hours.",
+    "Remember to water the plants on Monday.",
+    "The doctor said I should get more sleep.",
+    "They built a new bridge across the valley.",
+    "Dinner will be ready in ten minutes.",
+    "The cat is sleeping on the warm blanket.",
+    "Write your name at the top of the page.",
+    "Thank you very much for your patience.",
+]
+
+
+def test_round_trip_speak_then_transcribe(tmp_path) -> None:
+    wav = tmp_path / "speech.wav"
+    r = invoke("speak", " ".join(SENTENCES), "-o", str(wav))
+    assert r.exit_code == 0, r.stderr
+    r = invoke("transcribe", str(wav))
+    assert r.exit_code == 0, r.stderr
+    errors = word_errors(" ".join(SENTENCES), r.stdout)
+    assert errors.ref_words >= 150
+    assert errors.rate <= 0.10, (errors, r.stdout)
