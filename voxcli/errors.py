@@ -19,6 +19,8 @@ class ExitCode(IntEnum):
     INTEGRITY = 4
     DEVICE_UNAVAILABLE = 5
     INTERRUPTED = 130
+    TERMINATED = 143
+    """SIGTERM (128 + 15, what a shell reports for a process killed by it): same cleanup as Ctrl-C."""
 
 
 class VoxError(Exception):

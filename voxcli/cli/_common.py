@@ -2,13 +2,19 @@
 
 Every command body runs inside `guarded()`, so a `VoxError` becomes one
 `voxcli: error: ...` line (plus `hint: ...`) and its exit code, Ctrl-C becomes
-exit 130 and a closed stdout pipe ends quietly, whether the app is run as the
-console script or through typer's CliRunner in tests.
+exit 130, SIGTERM exit 143 and a closed stdout pipe ends quietly, whether the
+app is run as the console script or through typer's CliRunner in tests.
+
+SIGTERM takes the Ctrl-C path: `install_signal_handlers()` (called by the
+console script, never at import) makes it raise `Terminated`, a
+KeyboardInterrupt, in the main thread, so every `except KeyboardInterrupt` /
+`finally` that cancels streams and removes temp files runs for both.
 """
 from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -30,6 +36,31 @@ class GlobalOptions:
 
 
 STATE = GlobalOptions()
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so the same cleanup runs; the process exits 143."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def install_signal_handlers() -> None:
+    """SIGTERM -> `Terminated` in the main thread (a no-op outside it, e.g. when embedded)."""
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError, AttributeError):
+        pass
+
+
+def interrupt_exit_code(e: BaseException) -> ExitCode:
+    """130 for Ctrl-C, 143 for SIGTERM (also when click wrapped it in Abort)."""
+    while e is not None:
+        if isinstance(e, Terminated):
+            return ExitCode.TERMINATED
+        e = e.__cause__ or e.__context__  # type: ignore[assignment]
+    return ExitCode.INTERRUPTED
 
 
 def err(message: str) -> None:
@@ -66,9 +97,10 @@ def guarded(fn: F) -> F:
                 traceback.print_exc()
             report_error(e.message, e.hint)
             raise typer.Exit(int(e.exit_code)) from None
-        except KeyboardInterrupt:
-            err("voxcli: interrupted")
-            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+        except KeyboardInterrupt as e:
+            code = interrupt_exit_code(e)
+            err("voxcli: terminated" if code == ExitCode.TERMINATED else "voxcli: interrupted")
+            raise typer.Exit(int(code)) from None
         except BrokenPipeError:
             _quiet_broken_pipe()
             raise typer.Exit(0) from None

@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from voxcli import __version__
-from voxcli.cli._common import STATE, report_error
+from voxcli.cli._common import STATE, install_signal_handlers, interrupt_exit_code, report_error
 from voxcli.errors import ExitCode
 
 try:  # typer >= 0.26 vendors its own copy of click
@@ -114,12 +114,13 @@ for _grp in app.registered_groups:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    install_signal_handlers()
     try:
         rv = app(args=argv, prog_name="voxcli", standalone_mode=False)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except typer.Abort:
-        sys.exit(int(ExitCode.INTERRUPTED))
+    except typer.Abort as e:  # click turns a KeyboardInterrupt outside a command body into Abort
+        sys.exit(int(interrupt_exit_code(e)))
     except _cx.ClickException as e:
         if type(e).__name__ == "NoArgsIsHelpError":
             e.show()  # `voxcli` alone prints the help
@@ -128,6 +129,6 @@ def main(argv: list[str] | None = None) -> None:
         where = f"`{ctx.command_path} --help`" if ctx is not None else "`voxcli --help`"
         report_error(e.format_message(), f"see {where}" if e.exit_code == 2 else None)
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
-        sys.exit(int(ExitCode.INTERRUPTED))
+    except KeyboardInterrupt as e:
+        sys.exit(int(interrupt_exit_code(e)))
     sys.exit(rv if isinstance(rv, int) else 0)
