@@ -68,6 +68,10 @@ class FetchError(VoxError):
     """A download failed for a reason other than integrity (network, HTTP status)."""
 
 
+class DiskFullError(VoxError):
+    """The disk (or a file size limit) ran out while writing; partial files were removed."""
+
+
 class LLMError(VoxError):
     """The language model server failed (unreachable, HTTP error, dropped stream)."""
 

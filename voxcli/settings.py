@@ -36,3 +36,23 @@ def extra_catalogs() -> list[Path]:
     """User catalogs merged over the built-in one: $VOXCLI_CATALOG (os.pathsep-separated)."""
     env = os.environ.get("VOXCLI_CATALOG", "")
     return [Path(p).expanduser() for p in env.split(os.pathsep) if p.strip()]
+
+
+DEFAULT_MAX_EXTRACT_BYTES: Final = 20 << 30
+
+
+def max_extract_bytes() -> int:
+    """Cap on what an ad-hoc archive may expand to: $VOXCLI_MAX_EXTRACT_BYTES, default 20 GiB.
+
+    Catalog models are capped by their catalog sizes instead; this bound only
+    guards archives nobody described in advance (decompression bombs).
+    """
+    env = os.environ.get("VOXCLI_MAX_EXTRACT_BYTES", "").strip()
+    if env:
+        try:
+            return max(0, int(env))
+        except ValueError:
+            from voxcli.errors import UsageError
+
+            raise UsageError(f"VOXCLI_MAX_EXTRACT_BYTES={env!r} is not a number of bytes") from None
+    return DEFAULT_MAX_EXTRACT_BYTES

@@ -12,10 +12,11 @@ import shutil
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from voxcli import settings
 from voxcli.errors import UsageError
 from voxcli.events import Progress
 from voxcli.models.cache import Cache, check_name
-from voxcli.models.fetch import ProgressFn, download, extract_members, is_archive, list_archive, sha256_file
+from voxcli.models.fetch import ProgressFn, disk_full, download, extract_members, is_archive, list_archive, sha256_file
 from voxcli.models.registry import ModelBundle, _emit, installed_bundle
 
 
@@ -97,8 +98,9 @@ def pull_adhoc(
                     shutil.copyfile(p, dest)
                     emit(Progress("extract", i, len(members), name, p.name))
             elif is_archive(blob.name):
-                mapping = _strip_common_dir(list_archive(blob))
-                extract_members(blob, mapping, staged, model=name, on_progress=emit)
+                cap = settings.max_extract_bytes()  # nobody described this archive: a generous bomb guard
+                mapping = _strip_common_dir(list_archive(blob, cap))
+                extract_members(blob, mapping, staged, model=name, on_progress=emit, max_bytes=cap)
             else:
                 shutil.copyfile(blob, staged / blob.name)
             files = [p for p in sorted(staged.rglob("*")) if p.is_file()]
@@ -114,6 +116,11 @@ def pull_adhoc(
                 emit(Progress("verify", done, total, name, rel))
             kind = kind or guess_kind([r["name"] for r in records])
             cache.install(name, staged, {"kind": kind, "sources": [source], "files": records, "catalog": False})
+        except OSError as e:
+            full = disk_full(e, cache.root)
+            if full is None:
+                raise
+            raise full from None
         finally:
             shutil.rmtree(staged, ignore_errors=True)
             shutil.rmtree(work, ignore_errors=True)

