@@ -99,6 +99,11 @@ class Cache:
         so the model directory is never a mix of old and new files.
         """
         manifest = {**manifest, "name": name, "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        # mtimes let first use notice an edited file with a stat() instead of a re-hash (registry.check_unchanged)
+        manifest["files"] = [
+            {**f, "mtime_ns": (staged / f["name"]).stat().st_mtime_ns} if (staged / f["name"]).is_file() else f
+            for f in manifest.get("files", [])
+        ]
         os.chmod(staged, 0o755)  # mkdtemp makes 0700; a model dir is as readable as any cache file
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
         final = self.model_dir(name)

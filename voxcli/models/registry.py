@@ -4,10 +4,18 @@ Resolution order for a catalog model: an installed Python package that ships
 the files (no copy, found through importlib), then the cache, then (unless
 offline) an automatic `pull`. Models pulled from an arbitrary URL or path
 live only in the cache and are found by their manifest.
+
+Finding a model checks names and sizes only (fast). Using one
+(`resolve_model`) also compares each file's mtime with the one recorded at
+install and re-hashes the files that differ, so a model edited after install
+is refused at first use with a one-line fix, at the cost of a few `stat`
+calls when nothing changed. `voxcli doctor` re-hashes everything.
 """
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -131,6 +139,47 @@ def installed_bundle(name: str, cache: Cache | None = None) -> ModelBundle | Non
     return ModelBundle(name, kind, cache.model_dir(name), files, cache.derived_dir(name), "cache", entry)
 
 
+def check_unchanged(bundle: ModelBundle, cache: Cache) -> None:
+    """Refuse a cached model whose files changed since install (mtime differs and sha256 too).
+
+    A file whose mtime changed but whose bytes did not (a `touch`, a copy) is
+    re-hashed once and its new mtime recorded, so the next use is cheap again.
+    """
+    manifest = cache.manifest(bundle.name)
+    if not manifest:
+        return
+    refreshed = False
+    for rec in manifest.get("files", []):
+        mtime, sha = rec.get("mtime_ns"), rec.get("sha256")
+        path = bundle.files.get(rec.get("name", ""))
+        if mtime is None or not sha or path is None:
+            continue  # installed by an older voxcli: size checks only
+        st = path.stat()
+        if st.st_mtime_ns == mtime:
+            continue
+        if sha256_file(path) != sha.lower():
+            fix = f"voxcli pull {bundle.name} --force" if bundle.entry is not None else \
+                f"voxcli pull SOURCE --name {bundle.name} --force"
+            raise IntegrityError(
+                f"model {bundle.name!r}: {rec['name']} was changed after it was installed (sha256 mismatch)",
+                hint=f"reinstall it with `{fix}` (`voxcli doctor` checks every model)",
+            )
+        rec["mtime_ns"] = st.st_mtime_ns
+        refreshed = True
+    if refreshed:
+        _rewrite_manifest(cache.model_dir(bundle.name), manifest)
+
+
+def _rewrite_manifest(model_dir: Path, manifest: dict[str, Any]) -> None:
+    # Best effort (a read-only cache keeps re-hashing, which is only slower): temp file + replace.
+    tmp = model_dir / f".manifest.{os.getpid()}.tmp"
+    try:
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, model_dir / "manifest.json")
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
 def _names_of_kind(kind: str | None, cache: Cache) -> list[str]:
     names = [n for n, e in load_catalog().items() if kind is None or e.kind == kind]
     names += [n for n, m in cache.installed().items() if n not in names and (kind is None or m.get("kind") == kind)]
@@ -162,6 +211,8 @@ def resolve_model(
                 f"{name!r} is a {bundle.kind} model, not a {kind} model",
                 hint=f"{kind} models: " + ", ".join(_names_of_kind(kind, cache)),
             )
+        if bundle.origin == "cache":
+            check_unchanged(bundle, cache)
         return bundle
     if name not in catalog:
         raise ModelNotFoundError(
@@ -173,6 +224,11 @@ def resolve_model(
         raise ModelNotFoundError(
             f"{name!r} is a {entry.kind} model, not a {kind} model",
             hint=f"{kind} models: " + ", ".join(_names_of_kind(kind, cache)),
+        )
+    if offline and cache.manifest(name) is not None:
+        raise IntegrityError(
+            f"model {name!r} in the cache is incomplete or was changed after it was installed",
+            hint=f"run `voxcli pull {name} --force` while online (or `voxcli doctor --fix`)",
         )
     if offline:
         raise ModelNotFoundError(
