@@ -154,7 +154,9 @@ def test_dropped_connection_speaks_what_arrived_then_says_so(runner, turns, asr_
     assert rec["cut_off"] and rec["assistant"].startswith("Paris is the capital.")
     assert "parks" not in rec["assistant"]
     heard = hear(asr_model, out)
-    assert heard.startswith("paris is the capital") and "cut off" in heard, heard
+    # The voice samples its noise, so the ASR sometimes hears "parishes"/"iris": check the words that carry the meaning.
+    assert "the capital" in heard.split("cut off")[0] and "cut off" in heard, heard
+    assert heard.index("capital") < heard.index("cut off")
 
 
 def test_slow_first_token_still_completes_and_is_logged(runner, turns):
