@@ -182,6 +182,13 @@ class GGUFModel:
         return self.meta("tokenizer.chat_template")
 
     def fingerprint(self) -> str:
-        """Cheap identity of the file (size + mtime) for cache keys of derived graphs."""
-        st = self.path.stat()
-        return f"{st.st_size}-{int(st.st_mtime)}"
+        return file_fingerprint(self.path)
+
+
+def file_fingerprint(path: Path) -> str:
+    """Cheap identity of a model file (size + mtime) for cache keys of derived artifacts."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        raise UsageError(f"GGUF file not found: {path}") from None
+    return f"{st.st_size}-{int(st.st_mtime)}"

@@ -46,7 +46,7 @@ from typing import Final
 
 import numpy as np
 
-from voxcli.llm.gguf_reader import QK, GGUFModel, LlamaConfig
+from voxcli.llm.gguf_reader import QK, GGUFModel, LlamaConfig, file_fingerprint
 
 GRAPH_VERSION: Final = 2
 """Bump when the graph layout changes so cached builds are rebuilt."""
@@ -56,8 +56,8 @@ MAX_POSITIONS: Final = 8192
 """Rows of the cos/sin caches (the model's trained context)."""
 
 
-def graph_filename(model: GGUFModel, level: int = 0) -> str:
-    return f"decoder-v{GRAPH_VERSION}-l{level}-{model.fingerprint()}.onnx"
+def graph_filename(fingerprint: str, level: int = 0) -> str:
+    return f"decoder-v{GRAPH_VERSION}-l{level}-{fingerprint}.onnx"
 
 
 class _Builder:
@@ -220,20 +220,26 @@ def build_decoder(model: GGUFModel, level: int = 0):
     return onnx_model
 
 
-def ensure_decoder(model: GGUFModel, derived_dir: Path, level: int = 0) -> Path:
-    """Path of the built decoder graph in `derived_dir`, building it once (locked, atomic)."""
+def ensure_decoder(
+    gguf_path: Path, derived_dir: Path, level: int = 0, model: GGUFModel | None = None
+) -> Path:
+    """Path of the built decoder graph in `derived_dir`, building it once (locked, atomic).
+
+    A cached graph is found from the GGUF file's size and mtime alone, without
+    parsing the GGUF (that parse costs ~2 s and ~160 MB of small arrays).
+    """
     import onnx
     from filelock import FileLock
 
     derived_dir = Path(derived_dir)
     derived_dir.mkdir(parents=True, exist_ok=True)
-    target = derived_dir / graph_filename(model, level)
+    target = derived_dir / graph_filename(file_fingerprint(Path(gguf_path)), level)
     if target.exists():
         return target
     with FileLock(str(target) + ".lock"):
         if target.exists():  # another process built it while we waited
             return target
-        proto = build_decoder(model, level)
+        proto = build_decoder(model or GGUFModel(Path(gguf_path)), level)
         tmpdir = Path(tempfile.mkdtemp(prefix=".build-", dir=derived_dir))
         try:
             data_name = target.name + ".data"

@@ -149,14 +149,22 @@ class LocalLLM:
         """Open the GGUF, build (once) the ONNX decoder in `derived_dir`, start a session."""
         import onnxruntime as ort
 
-        from voxcli.llm.gguf_reader import GGUFModel
-        from voxcli.llm.graph_builder import ensure_decoder
-        from voxcli.llm.tokenizer import ChatTokenizer
+        from voxcli.llm.artifacts import info_path, load_model_info
+        from voxcli.llm.gguf_reader import GGUFModel, file_fingerprint
+        from voxcli.llm.graph_builder import ensure_decoder, graph_filename
 
         config = config or LocalLLMConfig()
-        model = GGUFModel(Path(gguf_path))
-        _check_config(config, model.config.context)
-        graph = ensure_decoder(model, Path(derived_dir), _LEVELS[config.precision])
+        _check_config(config, MAX_POSITIONS)
+        gguf_path, derived_dir = Path(gguf_path), Path(derived_dir)
+        level = _LEVELS[config.precision]
+        graph = derived_dir / graph_filename(file_fingerprint(gguf_path), level)
+        info_cached = info_path(gguf_path, derived_dir).exists()
+        # parse the GGUF only when something must be built (first use) or read from it
+        model = None if graph.exists() and info_cached else GGUFModel(gguf_path)
+        graph = ensure_decoder(gguf_path, derived_dir, level, model)
+        info = load_model_info(gguf_path, derived_dir, model)
+        c = info.config
+        _check_config(config, min(c.context, MAX_POSITIONS))
         so = ort.SessionOptions()
         so.intra_op_num_threads = config.threads or min(4, os.cpu_count() or 1)
         so.inter_op_num_threads = 1
@@ -164,10 +172,10 @@ class LocalLLM:
             session = ort.InferenceSession(str(graph), so, providers=["CPUExecutionProvider"])
         except Exception as exc:
             raise LLMError(f"cannot load the decoder graph {graph}: {exc}") from exc
-        c = model.config
-        needs_embed = any(i.name == EMBED_NAME for i in session.get_inputs())
-        embed = _dequantize_rows(model, "token_embd.weight") if needs_embed else None
-        tokenizer = ChatTokenizer.from_gguf(model)
+        embed = None
+        if any(i.name == EMBED_NAME for i in session.get_inputs()):  # "exact": float32 table fed at run
+            embed = _dequantize_rows(model or GGUFModel(gguf_path), "token_embd.weight")
+        tokenizer = info.tokenizer
         del model
         gc.collect()  # the GGUF reader's metadata parse holds ~160 MB of small arrays in cycles
         llm = cls(session, embed, tokenizer, c.n_layers, c.n_kv_heads, c.head_dim, config)
