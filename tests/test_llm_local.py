@@ -241,3 +241,24 @@ def test_single_oversized_message_keeps_its_end():
     assert len(fitted.ids) <= 200 and fitted.clipped_tokens > 0
     assert bytes(fitted.ids).decode().endswith("THE END<|im_end|>\n<|im_start|>assistant\n")
     assert bytes(fitted.ids).decode().startswith(render_turn("system", DEFAULT_SYSTEM))
+
+
+def test_graph_and_tokenizer_are_built_once_then_loaded_without_parsing_the_gguf(gguf_path, tmp_path, monkeypatch):
+    import voxcli.llm.gguf_reader as gr
+
+    derived = tmp_path / "derived"
+    first = LocalLLM.load(gguf_path, derived)
+    built = sorted(p.name for p in derived.iterdir() if not p.name.endswith(".lock"))
+    assert any(n.endswith(".onnx") for n in built) and any(n.endswith(".onnx.data") for n in built)
+    assert not [n for n in built if n.startswith(".")]  # no temp leftovers
+    mtimes = {p.name: p.stat().st_mtime_ns for p in derived.iterdir()}
+
+    def no_parse(*a, **k):
+        raise AssertionError("the GGUF was parsed on a warm load")
+
+    monkeypatch.setattr(gr.GGUFModel, "__init__", no_parse)
+    second = LocalLLM.load(gguf_path, derived)
+    assert {p.name: p.stat().st_mtime_ns for p in derived.iterdir()} == mtimes
+    ids = second.tokenizer.encode(render_turn("user", "Hello there"))
+    assert ids == first.tokenizer.encode(render_turn("user", "Hello there"))
+    assert np.array_equal(first.logits_for(ids), second.logits_for(ids))
