@@ -8,58 +8,15 @@ source, so a test can hear what voxcli played.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pytest
 from typer.testing import CliRunner
-
-SINK = "vox"
-
-
-def _pactl(*args: str, timeout: float = 10) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["pactl", *args], capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(scope="session")
-def null_sink() -> Iterator[str]:
-    """A running PulseAudio with a null sink `vox` as default sink and its monitor as default source.
-
-    The daemon is left running at the end (other test sessions on the same
-    machine may share it); the sink module is unloaded if this fixture loaded it.
-    """
-    if not shutil.which("pulseaudio") or not shutil.which("pactl"):
-        pytest.skip("PulseAudio is not installed (apt-get install pulseaudio libasound2-plugins libportaudio2)")
-    if _pactl("info").returncode != 0:
-        # As root this prints "This program is not intended to be run as root" and starts anyway.
-        started = subprocess.run(
-            ["pulseaudio", "-D", "--exit-idle-time=-1", "--system=false", "--disallow-exit"],
-            capture_output=True, text=True, timeout=30,
-        )
-        deadline = time.monotonic() + 10
-        while _pactl("info").returncode != 0:
-            if time.monotonic() > deadline:
-                pytest.skip(f"PulseAudio cannot start here: {started.stderr.strip()[-300:]}")
-            time.sleep(0.2)
-    module = None
-    sinks = _pactl("list", "short", "sinks").stdout
-    if not any(line.split("\t")[1:2] == [SINK] for line in sinks.splitlines()):
-        loaded = _pactl("load-module", "module-null-sink", f"sink_name={SINK}")
-        if loaded.returncode != 0:
-            pytest.skip(f"cannot load module-null-sink: {loaded.stderr.strip()}")
-        module = loaded.stdout.strip()
-    assert _pactl("set-default-sink", SINK).returncode == 0
-    assert _pactl("set-default-source", f"{SINK}.monitor").returncode == 0
-    yield SINK
-    if module:
-        _pactl("unload-module", module)
-
 
 class Recorder:
     """Records the default source (the sink's monitor) on a thread."""

@@ -262,4 +262,6 @@ def register(app: typer.Typer) -> None:
             if on_close:
                 on_close()
             raise
+        if on_close is not None:  # the microphone: tell the person we are listening
+            err(f"listening on {source} (Ctrl-C to stop)")
         run_stream(_limit(chunks, duration), streamer, json_out, source, stop, on_close)
