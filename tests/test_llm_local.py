@@ -262,3 +262,13 @@ def test_graph_and_tokenizer_are_built_once_then_loaded_without_parsing_the_gguf
     ids = second.tokenizer.encode(render_turn("user", "Hello there"))
     assert ids == first.tokenizer.encode(render_turn("user", "Hello there"))
     assert np.array_equal(first.logits_for(ids), second.logits_for(ids))
+
+
+def test_load_local_llm_resolves_the_registry_model(real_cache, llm_bundle):
+    from voxcli.llm import open_llm
+    from voxcli.llm.local import load_local_llm
+
+    llm = load_local_llm(offline=True)
+    assert llm.name.startswith("smollm2-135m-instruct")
+    assert isinstance(open_llm(None), LocalLLM) and isinstance(open_llm("local"), LocalLLM)
+    assert "Paris" in llm.complete(FRANCE, max_new_tokens=24)
