@@ -21,6 +21,10 @@ class Blob:
     drop_after: int | None = None
     """Close the connection after sending this many body bytes (per request)."""
     delay_per_chunk: float = 0.0
+    drop_at: int | None = None
+    """Close the connection once, when the file offset reaches this byte (a one-off network fault)."""
+    die_after: int | None = None
+    """The whole server dies (stops listening) after sending this many body bytes of this blob."""
 
 
 @dataclass
@@ -48,6 +52,11 @@ class Loopback:
              "hashes": {"sha256": sha256 or hashlib.sha256(data).hexdigest()}, "size": len(data)}]}
         self.blobs[f"/simple/{norm}/"] = Blob(json.dumps(page).encode())
         return url
+
+    def die(self) -> None:
+        """Stop listening: later connections are refused, as with a crashed server."""
+        self.server.shutdown()
+        self.server.server_close()
 
     def gets(self, path: str) -> list[tuple[str, str, str | None]]:
         return [r for r in self.log if r[0] == "GET" and r[1] == path]
@@ -90,6 +99,11 @@ def start() -> Loopback:
                 self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
             self.end_headers()
             limit = len(body) if blob.drop_after is None else min(len(body), blob.drop_after)
+            if blob.die_after is not None:
+                limit = min(limit, max(0, blob.die_after - start))
+            if blob.drop_at is not None and start < blob.drop_at:
+                limit = min(limit, blob.drop_at - start)
+                blob.drop_at = None
             sent = 0
             try:
                 while sent < limit:
@@ -104,6 +118,8 @@ def start() -> Loopback:
             if sent < len(body):
                 self.close_connection = True
                 self.connection.shutdown(2)
+                if blob.die_after is not None:
+                    threading.Thread(target=lb.die, daemon=True).start()
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
