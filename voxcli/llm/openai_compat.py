@@ -38,6 +38,9 @@ from voxcli.events import TextDelta
 from voxcli.llm.base import Message, make_metrics
 from voxcli.llm.sse import SSEParser
 
+MAX_EVENT_BYTES = 1 << 20
+"""A chat-completions event is a few hundred bytes; a megabyte without a line end is a broken server."""
+
 
 @dataclass(frozen=True)
 class LLMTimeouts:
@@ -163,6 +166,12 @@ class OpenAICompatClient:
             request = self._client.build_request("POST", self.url, json=body)
             response = self._client.send(request, stream=True)
         except httpx.ConnectError as e:
+            if _is_tls_failure(e):
+                raise LLMError(
+                    f"TLS handshake with the LLM server at {self.url} failed ({_reason(e)})",
+                    hint="if the server speaks plain HTTP use an http:// URL; otherwise check its certificate "
+                         "(SSL_CERT_FILE names extra CA certificates)",
+                ) from None
             raise LLMError(
                 f"cannot reach the LLM server at {self.url} ({_reason(e)})",
                 hint="start the server, or point --llm-url at a running OpenAI-compatible server",
@@ -212,6 +221,7 @@ class OpenAICompatClient:
         finish_reason: str | None = None
         usage: dict[str, Any] = {}
         cut_off = False
+        limited = False
         stream = response.iter_raw()
         while not done:
             if self._cancel.is_set():
@@ -236,7 +246,12 @@ class OpenAICompatClient:
                 raise LLMError(
                     f"no answer from the LLM server at {self.url} within {self.timeouts.first_token:g} s"
                 )
-            for ev in parser.feed(chunk):
+            events = parser.feed(chunk)
+            if parser.pending > MAX_EVENT_BYTES:
+                _shutdown_socket(response)
+                raise LLMError(f"the LLM server at {self.url} sent a malformed stream "
+                               f"(over {MAX_EVENT_BYTES} bytes without an event end)")
+            for ev in events:
                 if ev.data.strip() == "[DONE]":
                     done = True
                     break
@@ -255,8 +270,15 @@ class OpenAICompatClient:
                             ttft = time.perf_counter() - t0
                         yield TextDelta(text=text, index=index)
                         index += 1
+                if self.max_tokens is not None and index >= self.max_tokens:
+                    # The server may ignore max_tokens: stop reading at the bound ourselves.
+                    limited = done = True
+                    finish_reason = "length"
+                    break
         cancelled = self._cancel.is_set()
-        if done and not cancelled:
+        if limited:
+            _shutdown_socket(response)  # do not read the rest; the connection is not reused
+        elif done and not cancelled:
             # Drain the terminating chunk so the connection goes back to the pool for the next turn.
             try:
                 for _ in stream:
@@ -332,6 +354,17 @@ def _reason(e: Exception) -> str:
     if "Connection refused" in text:
         return "connection refused"
     return text
+
+
+def _is_tls_failure(e: BaseException) -> bool:
+    import ssl
+
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return "SSL" in str(e) or "certificate" in str(e).lower()
 
 
 def _shutdown_socket(response: httpx.Response) -> None:

@@ -30,6 +30,7 @@ class SSEParser:
     def __init__(self) -> None:
         self._buf = bytearray()
         self._data: list[str] = []
+        self._data_chars = 0
         self._event = ""
         self._id: str | None = None
         self._retry: int | None = None
@@ -53,6 +54,11 @@ class SSEParser:
             if ev is not None:
                 out.append(ev)
         return out
+
+    @property
+    def pending(self) -> int:
+        """Bytes of an unfinished line plus characters of an undispatched event (to bound memory)."""
+        return len(self._buf) + self._data_chars
 
     @property
     def has_partial(self) -> bool:
@@ -90,6 +96,7 @@ class SSEParser:
             value = value[1:]
         if name == "data":
             self._data.append(value)
+            self._data_chars += len(value) + 1
         elif name == "event":
             self._event = value
         elif name == "id":
@@ -106,5 +113,6 @@ class SSEParser:
             return None
         ev = SSEvent(data="\n".join(self._data), event=self._event or "message", id=self._id, retry=self._retry)
         self._data = []
+        self._data_chars = 0
         self._event = ""
         return ev
