@@ -260,11 +260,10 @@ class OpenAICompatClient:
                     continue
                 if "error" in payload:
                     raise LLMError(f"the LLM server at {self.url} reported: {self._redact(_error_text(payload))}")
-                if payload.get("usage"):
+                if isinstance(payload.get("usage"), dict):
                     usage = payload["usage"]
-                for choice in payload.get("choices") or []:
-                    text = (choice.get("delta") or {}).get("content") or ""
-                    finish_reason = choice.get("finish_reason") or finish_reason
+                for text, reason in _choices(payload):
+                    finish_reason = reason or finish_reason
                     if text:
                         if ttft is None:
                             ttft = time.perf_counter() - t0
@@ -289,8 +288,8 @@ class OpenAICompatClient:
             cut_off = True  # the body ended without [DONE] or a finish reason: truncated
         if cancelled:
             _shutdown_socket(response)
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        tokens = int(usage.get("completion_tokens") or index)
+        prompt_tokens = _count(usage.get("prompt_tokens"), 0)
+        tokens = _count(usage.get("completion_tokens"), index)
         t_first = t0 + ttft if ttft is not None else None
         metrics = make_metrics(
             t_start=t0, t_first=t_first, t_end=time.perf_counter(),
@@ -334,6 +333,27 @@ def _parse_chunk(data: str) -> dict[str, Any] | None:
     except ValueError:
         return None  # a malformed line is skipped, not fatal
     return obj if isinstance(obj, dict) else None
+
+
+def _choices(payload: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
+    """(content, finish_reason) of each well-formed choice; anything else a server sends is skipped."""
+    choices = payload.get("choices")
+    if not isinstance(choices, list):
+        return
+    for choice in choices:
+        if not isinstance(choice, dict):
+            continue
+        delta = choice.get("delta")
+        content = delta.get("content") if isinstance(delta, dict) else None
+        reason = choice.get("finish_reason")
+        yield (content if isinstance(content, str) else ""), (reason if isinstance(reason, str) else None)
+
+
+def _count(value: Any, default: int) -> int:
+    try:
+        return int(value) if value not in (None, "") else default
+    except (TypeError, ValueError):
+        return default
 
 
 def _error_text(obj: Any) -> str:
