@@ -62,7 +62,7 @@ def test_vox_errors_map_to_their_exit_code_and_debug_adds_traceback():
 
 
 def test_exit_codes_are_documented_values():
-    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 130]
+    assert [int(c) for c in ExitCode] == [0, 1, 2, 3, 4, 5, 130, 143]
 
 
 def test_offline_first_use_of_a_missing_model_exits_3_with_a_hint(tmp_path):

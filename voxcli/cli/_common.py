@@ -42,25 +42,41 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, delivered like Ctrl-C so the same cleanup runs; the process exits 143."""
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
+_received: list[int] = []
+"""Signals delivered to this process: a C extension interrupted while importing turns the
+KeyboardInterrupt into `ImportError: initialization failed`, which must still exit 130/143."""
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    _received.append(signum)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 def install_signal_handlers() -> None:
-    """SIGTERM -> `Terminated` in the main thread (a no-op outside it, e.g. when embedded)."""
+    """SIGTERM -> `Terminated`, SIGINT -> KeyboardInterrupt (as Python's own), both remembered.
+
+    Only the console script calls this, in the main thread (a no-op elsewhere).
+    """
     try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        signal.signal(signal.SIGTERM, _on_signal)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, _on_signal)
     except (ValueError, OSError, AttributeError):
         pass
 
 
-def interrupt_exit_code(e: BaseException) -> ExitCode:
+def interrupt_exit_code(e: BaseException | None = None) -> ExitCode:
     """130 for Ctrl-C, 143 for SIGTERM (also when click wrapped it in Abort)."""
     while e is not None:
         if isinstance(e, Terminated):
             return ExitCode.TERMINATED
-        e = e.__cause__ or e.__context__  # type: ignore[assignment]
-    return ExitCode.INTERRUPTED
+        e = e.__cause__ or e.__context__
+    return ExitCode.TERMINATED if signal.SIGTERM in _received else ExitCode.INTERRUPTED
+
+
+def _interrupted_exit(code: ExitCode) -> typer.Exit:
+    err("voxcli: terminated" if code == ExitCode.TERMINATED else "voxcli: interrupted")
+    return typer.Exit(int(code))
 
 
 def err(message: str) -> None:
@@ -98,13 +114,13 @@ def guarded(fn: F) -> F:
             report_error(e.message, e.hint)
             raise typer.Exit(int(e.exit_code)) from None
         except KeyboardInterrupt as e:
-            code = interrupt_exit_code(e)
-            err("voxcli: terminated" if code == ExitCode.TERMINATED else "voxcli: interrupted")
-            raise typer.Exit(int(code)) from None
+            raise _interrupted_exit(interrupt_exit_code(e)) from None
         except BrokenPipeError:
             _quiet_broken_pipe()
             raise typer.Exit(0) from None
         except Exception as e:  # noqa: BLE001 - the last line of defence
+            if _received:  # a signal surfaced as another exception (e.g. inside a C extension's import)
+                raise _interrupted_exit(interrupt_exit_code(e)) from None
             if STATE.debug:
                 traceback.print_exc()
             report_error(f"internal error: {type(e).__name__}: {e}", "run with --debug for a traceback and report it")

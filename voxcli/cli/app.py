@@ -112,15 +112,33 @@ for _grp in app.registered_groups:
         _grp.short_help = _first_sentence(_grp.help if isinstance(_grp.help, str) else _info.help if isinstance(_info.help, str) else None)
 
 
+def _exit(code: int) -> None:
+    """Exit; after Ctrl-C/SIGTERM skip interpreter finalization.
+
+    The command has already cancelled its streams and removed its temp files.
+    What can remain is a daemon thread blocked in C (a read on stdin, an
+    onnxruntime call): finalizing around it can abort the process (SIGABRT,
+    "could not acquire lock for <stdin>") instead of exiting 130/143.
+    """
+    if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     install_signal_handlers()
     try:
         rv = app(args=argv, prog_name="voxcli", standalone_mode=False)
     except typer.Exit as e:
-        sys.exit(e.exit_code)
+        _exit(e.exit_code)
     except typer.Abort as e:  # click turns a KeyboardInterrupt outside a command body into Abort
-        sys.exit(int(interrupt_exit_code(e)))
+        _exit(int(interrupt_exit_code(e)))
     except _cx.ClickException as e:
         if type(e).__name__ == "NoArgsIsHelpError":
             e.show()  # `voxcli` alone prints the help
@@ -130,5 +148,5 @@ def main(argv: list[str] | None = None) -> None:
         report_error(e.format_message(), f"see {where}" if e.exit_code == 2 else None)
         sys.exit(e.exit_code)
     except KeyboardInterrupt as e:
-        sys.exit(int(interrupt_exit_code(e)))
-    sys.exit(rv if isinstance(rv, int) else 0)
+        _exit(int(interrupt_exit_code(e)))
+    _exit(rv if isinstance(rv, int) else 0)  # click returns a command's typer.Exit code here
