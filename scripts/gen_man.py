@@ -91,6 +91,7 @@ EXIT_MEANING = {
     "INTEGRITY": "A download or archive failed verification (sha256, size, unsafe archive member).",
     "DEVICE_UNAVAILABLE": "No speaker or microphone could be opened (use -o FILE or --raw instead).",
     "INTERRUPTED": "Interrupted by Ctrl-C (SIGINT).",
+    "TERMINATED": "Terminated by SIGTERM (e.g. `kill`, a CI timeout, a container stop).",
 }
 
 
@@ -99,7 +100,11 @@ EXIT_MEANING = {
 def esc(text: str, code: bool = False) -> str:
     """Escape text for roff: backslashes, option dashes (every dash in code), non-ASCII, leading dots."""
     text = text.replace("\\", "\\e")
-    text = text.replace("-", "\\-") if code else re.sub(r"(?<![A-Za-z0-9])-", r"\\-", text)
+    if code:
+        text = text.replace("-", "\\-")
+    else:  # dashes of options (--step-ms) are typed by users: ASCII; hyphens inside words may be typographic
+        text = re.sub(r"(?<![\w-])--?[A-Za-z][\w-]*", lambda m: m.group(0).replace("-", "\\-"), text)
+        text = re.sub(r"(?<![A-Za-z0-9\\])-", r"\\-", text)
     text = "".join(c if ord(c) < 128 else f"\\[u{ord(c):04X}]" for c in text)
     return "\n".join(("\\&" + ln) if ln.startswith((".", "'")) else ln for ln in text.split("\n"))
 
@@ -188,7 +193,7 @@ def options_to_roff(cmd, ctx) -> list[str]:
         kind = "Option" if p.param_type_name == "option" else "Argument"
         if kind == "Argument":
             names = (p.metavar or p.name.upper()) if p.metavar else p.name.upper()
-        out += [".TP", f"\\fB{esc(names)}\\fR", esc(body) if body else esc(kind)]
+        out += [".TP", f"\\fB{esc(names, code=True)}\\fR", esc(body) if body else esc(kind)]  # every dash ASCII
     return out
 
 
