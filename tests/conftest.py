@@ -88,6 +88,12 @@ def vad_bundle():
 
 
 @pytest.fixture(scope="session")
+def llm_bundle():
+    """SmolLM2-135M-Instruct (GGUF); its built ONNX graph lives in the shared derived_dir."""
+    return _bundle("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
 def speech_samples():
     """Real human speech: {'beckett': Path, 'two_cities': Path}."""
     b = _bundle("speech-samples")

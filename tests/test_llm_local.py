@@ -20,14 +20,6 @@ FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 @pytest.fixture(scope="session")
-def llm_bundle():
-    # TODO(lead): move next to voice_bundle/asr_bundle in tests/conftest.py
-    from tests.conftest import _bundle
-
-    return _bundle("smollm2-135m-instruct")
-
-
-@pytest.fixture(scope="session")
 def gguf_path(llm_bundle):
     return llm_bundle.file(GGUF_FILE)
 
