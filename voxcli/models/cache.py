@@ -117,6 +117,29 @@ class Cache:
             shutil.rmtree(old, ignore_errors=True)
         return final
 
+    def recover(self, name: str) -> bool:
+        """Put back an install that a crash left renamed aside; True if one was restored.
+
+        `install()` replacing a model does two renames (old aside, new in); a
+        process killed between them leaves no model dir and the old one under
+        tmp/. Callers hold the model's lock, so no install is in flight.
+        """
+        final = self.model_dir(name)
+        tmp = self.root / "tmp"
+        if final.exists() or not tmp.is_dir():
+            return False
+        for old in sorted(tmp.glob(f"{name}.old.*/m"), key=lambda p: p.stat().st_mtime, reverse=True):
+            try:
+                if json.loads((old / MANIFEST).read_text(encoding="utf-8")).get("name") != name:
+                    continue
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(old, final)
+            except (OSError, ValueError):
+                continue
+            shutil.rmtree(old.parent, ignore_errors=True)
+            return True
+        return False
+
     def remove(self, name: str) -> bool:
         """Delete a model and its derived artifacts; True if something was removed."""
         removed = False

@@ -330,6 +330,7 @@ def pull(
         emit(Progress("ready", 1, 1, name, f"provided by {src.describe()}"))
         return ModelBundle(name, entry.kind, next(iter(files.values())).parent, files, cache.derived_dir(name), "package", entry)
     with cache.lock(name):
+        cache.recover(name)  # a replaced install a crash left aside comes back before anything else
         if not force:
             existing = installed_bundle(name, cache)
             if existing is not None and existing.origin == "cache":
