@@ -77,3 +77,24 @@ def test_offline_first_use_of_a_missing_model_exits_3_with_a_hint(tmp_path):
         "voxcli: error: model 'moonshine-tiny-en' is not installed and voxcli is offline",
         "hint: run `voxcli pull moonshine-tiny-en` while online (or unset VOXCLI_OFFLINE / drop --offline)",
     ]
+
+
+def test_speak_and_transcribe_take_their_models_from_the_config_file(tmp_path):
+    """flag > environment > config > default: a config naming a bad model is obeyed, a flag overrides it."""
+    import os
+
+    import tomli_w
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(tomli_w.dumps({"tts": {"voice": "no-such-voice"}, "asr": {"model": "no-such-asr"}}))
+    env = {**os.environ, "VOXCLI_CONFIG": str(cfg)}
+    r = _run("speak", "Hello.", "-o", str(tmp_path / "x.wav"), env=env)
+    assert r.returncode == ExitCode.MODEL_NOT_FOUND and "unknown tts model 'no-such-voice'" in r.stderr
+    import numpy as np
+    import soundfile as sf
+
+    sf.write(tmp_path / "silence.wav", np.zeros(1600, dtype=np.float32), 16000)
+    r = _run("transcribe", str(tmp_path / "silence.wav"), env=env)
+    assert r.returncode == ExitCode.MODEL_NOT_FOUND and "unknown asr model 'no-such-asr'" in r.stderr
+    r = _run("speak", "Hello.", "-o", str(tmp_path / "x.wav"), env={**env, "VOXCLI_TTS_VOICE": "env-voice"})
+    assert "unknown tts model 'env-voice'" in r.stderr

@@ -175,8 +175,12 @@ def register(app: typer.Typer) -> None:
         if not from_stdin and not (text or "").strip():
             raise UsageError("no text to speak: the text is empty or only whitespace")
 
+        from voxcli.config import load_config
         from voxcli.engine.tts import load_voice
 
+        cfg = load_config()  # flag > VOXCLI_TTS_VOICE / VOXCLI_DEVICES_OUTPUT > config file > default
+        voice_name = voice_name or cfg.tts.voice
+        device = device or cfg.devices.output
         voice = load_voice(voice_name, offline=STATE.offline or None)
         outputs = _Outputs(voice.sample_rate, output=output, raw=raw, fmt=fmt, rate=rate, device=device)
         json_stream = sys.stderr if raw else sys.stdout

@@ -226,7 +226,7 @@ def register(app: typer.Typer) -> None:
         fmt: Annotated[str, typer.Option("--format", help="Stdin PCM format: s16le or f32le.")] = "s16le",
         json_out: Annotated[bool, typer.Option("--json", help="JSON lines of every caption plus a final stats record on stdout.")] = False,
         model: Annotated[Optional[str], typer.Option("--model", "-m", help="ASR model name (default moonshine-tiny-en).", autocompletion=complete_asr_model)] = None,
-        endpoint_ms: Annotated[int, typer.Option("--endpoint-ms", min=100, max=10000, help="Silence that ends an utterance.")] = 500,
+        endpoint_ms: Annotated[Optional[int], typer.Option("--endpoint-ms", min=100, max=10000, help="Silence that ends an utterance, ms (default: config asr.endpoint_ms, else 500).")] = None,
         step_ms: Annotated[int, typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking.")] = 500,
         agreement: Annotated[int, typer.Option("--agreement", min=1, max=5, help="Hypotheses that must agree before a word is stable.")] = 2,
         device: Annotated[Optional[str], typer.Option("--device", help="Input device index or name (see `voxcli devices`).", autocompletion=complete_input_device)] = None,
@@ -236,6 +236,12 @@ def register(app: typer.Typer) -> None:
 
         if fmt not in ("s16le", "f32le"):
             raise UsageError(f"unknown PCM format {fmt!r}", hint="use --format s16le or --format f32le")
+        from voxcli.config import load_config
+
+        cfg = load_config()  # flag > VOXCLI_ASR_* / VOXCLI_DEVICES_INPUT > config file > default
+        model = model or cfg.asr.model
+        device = device or cfg.devices.input
+        endpoint_ms = int(endpoint_ms or cfg.asr.endpoint_ms or 500)
         use_stdin = file == "-" or (file is None and not live and not sys.stdin.isatty())
         if file is None and not live and not use_stdin:
             raise UsageError("nothing to transcribe", hint="give a FILE, `-` for raw PCM on stdin, or --live for the microphone")
