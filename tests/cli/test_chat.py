@@ -248,3 +248,19 @@ def test_live_mic_and_speaker_through_the_null_sink_half_duplex(turns, real_cach
     assert rc == 130
     assert len(srv.records) == 1 and "capital of france" in srv.records[0].body["messages"][-1]["content"].lower()
     assert len(recs) == 1 and recs[0]["assistant"] == A2 and not recs[0]["interrupted"]
+
+
+def test_json_into_a_closed_pipe_ends_quietly(turns, real_cache):
+    """`voxcli chat --json | head -n 2`: no traceback from the worker threads, exit 0."""
+    with ChatServer(Script(replies=[A2], token_delay=0.01)) as srv:
+        chat = subprocess.Popen(
+            [sys.executable, "-m", "voxcli", "chat", "--llm-url", srv.url, "--input", str(turns["q1"]), "--json", "--no-log"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "NO_COLOR": "1"},
+        )
+        assert chat.stdout is not None
+        first = [chat.stdout.readline() for _ in range(2)]
+        chat.stdout.close()  # what `head -n 2` does
+        _, err = chat.communicate(timeout=120)
+    assert all(line.startswith("{") for line in first)
+    assert chat.returncode == 0, err
+    assert "Traceback" not in err and "Broken pipe" not in err

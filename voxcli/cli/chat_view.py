@@ -11,6 +11,8 @@ import sys
 import threading
 from typing import Any
 
+from voxcli.cli._common import _quiet_broken_pipe
+
 from voxcli.cli.views import fancy_terminal
 from voxcli.engine.agent import BargeIn, Notice, Spoken, TurnStart
 from voxcli.engine.turnlog import TurnRecord
@@ -136,6 +138,7 @@ class JsonChatView:
     def __init__(self, human: PlainChatView | None) -> None:
         self.human = human
         self._lock = threading.Lock()
+        self.broken = False
 
     def __call__(self, ev: Any) -> None:
         if hasattr(ev, "to_json"):
@@ -145,8 +148,17 @@ class JsonChatView:
 
     def emit(self, obj: dict) -> None:
         with self._lock:
-            sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-            sys.stdout.flush()
+            if self.broken:
+                return
+            try:
+                sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+                sys.stdout.flush()
+            except BrokenPipeError:
+                # The reader went away (`| head`): stop writing, let the worker's
+                # error end the run; the CLI maps BrokenPipeError to a quiet exit 0.
+                self.broken = True
+                _quiet_broken_pipe()
+                raise
 
     def close(self) -> None:
         if self.human is not None:

@@ -476,6 +476,7 @@ class Agent:
             except BaseException as e:  # noqa: BLE001 - handed to the caller via .error
                 if self.error is None and not self._closed.is_set():
                     self.error = e
-                    self.on_event(Notice("error", str(e)))
+                    if not isinstance(e, BrokenPipeError):  # the reader left: nothing to tell
+                        self.on_event(Notice("error", str(e)))
 
         return run
