@@ -46,6 +46,7 @@ ROWS = [
     Row("Downloads", "drop mid-file / a failed pull resumed by the next one", "test_pull", r"dropped_connection_resumes|later_pull_resumes"),
     Row("Downloads", "kill -9 of `voxcli pull` mid-download (fresh and over an old install)", "test_downloads", r"kill_9_mid_download"),
     Row("Downloads", "kill -9 of `voxcli pull` mid-extract (fresh and over an old install)", "test_downloads", r"kill_9_mid_extract"),
+    Row("Downloads", "crash between the two renames of a replace: the next pull restores the old model", "test_downloads", r"crash_between"),
     Row("Downloads", "disk full: RLIMIT_FSIZE during download and during extract", "test_downloads", r"file_size_limit"),
     Row("Downloads", "disk full: ENOSPC on a 20 MB tmpfs cache (skipped without root)", "test_downloads", r"no_space_left"),
     Row("Downloads", "model edited after install: refused at first use with the fix; doctor agrees", "test_downloads", r"edited_after_install|touched_but_unchanged|truncated_model"),

@@ -90,8 +90,17 @@ def report_error(message: str, hint: str | None = None) -> None:
         err(f"hint: {hint}")
 
 
+_pipe_closed: list[bool] = []
+
+
+def stdout_was_closed() -> bool:
+    """True after a command ended quietly because its reader closed stdout (`| head`)."""
+    return bool(_pipe_closed)
+
+
 def _quiet_broken_pipe() -> None:
     # Point stdout at devnull so the interpreter's final flush cannot raise again.
+    _pipe_closed.append(True)
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

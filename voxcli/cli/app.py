@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 import typer
 
 from voxcli import __version__
-from voxcli.cli._common import STATE, install_signal_handlers, interrupt_exit_code, report_error
+from voxcli.cli._common import STATE, install_signal_handlers, interrupt_exit_code, report_error, stdout_was_closed
 from voxcli.errors import ExitCode
 
 try:  # typer >= 0.26 vendors its own copy of click
@@ -113,14 +113,16 @@ for _grp in app.registered_groups:
 
 
 def _exit(code: int) -> None:
-    """Exit; after Ctrl-C/SIGTERM skip interpreter finalization.
+    """Exit; after Ctrl-C/SIGTERM or a closed stdout pipe, skip interpreter finalization.
 
-    The command has already cancelled its streams and removed its temp files.
-    What can remain is a daemon thread blocked in C (a read on stdin, an
-    onnxruntime call): finalizing around it can abort the process (SIGABRT,
-    "could not acquire lock for <stdin>") instead of exiting 130/143.
+    The command has already cancelled its streams and removed its temp files
+    (or, for `| head`, abandoned work nobody will read). What can remain is a
+    daemon thread blocked in C (a read on stdin, an onnxruntime call):
+    finalizing around it can abort the process (SIGABRT, "could not acquire
+    lock for <stdin>", "terminate called without an active exception")
+    instead of exiting 130/143/0.
     """
-    if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
+    if code in (ExitCode.INTERRUPTED, ExitCode.TERMINATED) or (code == 0 and stdout_was_closed()):
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
