@@ -7,6 +7,8 @@ with `--json`, JSON lines of every caption and a final stats record.
 """
 from __future__ import annotations
 
+import functools
+import io
 import os
 import sys
 import threading
@@ -80,8 +82,14 @@ def stdin_chunks(rate: int, fmt: str, stop: threading.Event, clean: Callable[[np
     from voxcli.audio.pcm import StreamResampler, decode_pcm, sample_width
 
     width = sample_width(fmt)
-    src = sys.stdin.buffer
-    read = getattr(src, "read1", src.read)
+    # os.read on the descriptor, not sys.stdin.buffer: a thread blocked in the
+    # buffered reader holds its lock, and interpreter shutdown then aborts.
+    # (An in-memory stdin, as in tests, has no descriptor: read it directly.)
+    try:
+        read: Callable[[int], bytes] = functools.partial(os.read, sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        src = sys.stdin.buffer
+        read = getattr(src, "read1", src.read)
     resampler = StreamResampler(rate, SR)
     leftover = b""
     block = max(width, int(rate * CHUNK_S) * width)
@@ -191,13 +199,13 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
                 _emit_line(cap.to_json())
             elif cap.is_final and cap.stable and to_stdout:
                 _emit_line(cap.stable)
-    except KeyboardInterrupt:
+    except BaseException as e:  # Ctrl-C, a closed stdout pipe, anything: stop the worker first
         stop.set()
         streamer.cancel()
         # Let the worker leave onnxruntime before the interpreter exits (else C++ aborts).
         streamer.finish(timeout=10)
         view.close()
-        if last is not None and not last.is_final and last.stable and not json_out:
+        if isinstance(e, KeyboardInterrupt) and last is not None and not last.is_final and last.stable and not json_out:
             _emit_line(last.stable)  # what was committed of the utterance in progress
         raise
     finally:
