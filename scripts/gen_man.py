@@ -60,6 +60,8 @@ ENVIRONMENT = [
     ("VOXCLI_CATALOG", "Extra model catalogs (TOML, separated by the path separator) merged over the "
                        "built-in one, to add voices or mirrors without a release."),
     ("VOXCLI_CONFIG", "Config file to use instead of the default (see FILES)."),
+    ("VOXCLI_MAX_EXTRACT_BYTES", "Largest total size an archive pulled from a URL or path may expand to "
+                                 "(default 20 GiB); catalog models are capped at their catalog sizes."),
     ("VOXCLI_DATA_DIR", "Directory for the bench history and the chat turn log (default: the platform's "
                         "user data directory, e.g. ~/.local/share/voxcli)."),
     ("VOXCLI_SECTION_KEY", "Any config key for one process, e.g. VOXCLI_TTS_VOICE, VOXCLI_ASR_MODEL, "
