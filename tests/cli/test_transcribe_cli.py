@@ -162,3 +162,12 @@ def test_round_trip_speak_then_transcribe(tmp_path) -> None:
     errors = word_errors(" ".join(SENTENCES), r.stdout)
     assert errors.ref_words >= 150
     assert errors.rate <= 0.10, (errors, r.stdout)
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_quiet_prints_only_the_transcript(speech_samples, live: bool) -> None:
+    args = ["transcribe", str(speech_samples["beckett"]), "--quiet"] + (["--live", "--speed", "0"] if live else [])
+    r = invoke(*args)
+    assert r.exit_code == 0, r.stderr
+    assert r.stderr == ""
+    assert wer(BECKETT_REF, r.stdout) <= 0.2, r.stdout

@@ -31,6 +31,16 @@ class CaptionView(Protocol):
     def close(self) -> None: ...
 
 
+class NullCaptionView:
+    """`--quiet`: shows nothing (stdout still gets the committed lines)."""
+
+    def update(self, cap: Caption, status: StreamStatus) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 class PlainCaptionView:
     """Appends newly stable words to a text stream; ends the line at each final."""
 

@@ -140,7 +140,7 @@ def _emit_line(line: str) -> None:
     sys.stdout.flush()
 
 
-def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: int) -> None:
+def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: int, quiet: bool = False) -> None:
     from voxcli.audio.files import read_audio
     from voxcli.engine.asr import load_asr
     from voxcli.engine.batch import transcribe_audio
@@ -166,12 +166,13 @@ def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: in
         _emit_line(json.dumps({"event": "asr_stats", "mode": "offline", "audio_s": round(audio_s, 3),
                                "total_s": round(total, 3), "rtf": round(total / audio_s, 4) if audio_s else 0.0,
                                "utterances": count}))
-    err(f"{count} utterance(s), {audio_s:.1f} s of audio in {total:.1f} s (RTF {total / audio_s if audio_s else 0:.2f})")
+    if not quiet:
+        err(f"{count} utterance(s), {audio_s:.1f} s of audio in {total:.1f} s (RTF {total / audio_s if audio_s else 0:.2f})")
 
 
 def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: str,
-               stop: threading.Event, on_close: Callable[[], None] | None = None) -> None:
-    from voxcli.cli.asr_views import StreamStatus, caption_view
+               stop: threading.Event, on_close: Callable[[], None] | None = None, quiet: bool = False) -> None:
+    from voxcli.cli.asr_views import NullCaptionView, StreamStatus, caption_view
 
     failure: list[BaseException] = []
 
@@ -185,8 +186,8 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
             return
         streamer.finish()
 
-    view = caption_view(sys.stdout.isatty())
-    to_stdout = json_out or not (sys.stdout.isatty() and type(view).__name__ == "RichCaptionView")
+    view = NullCaptionView() if quiet else caption_view(sys.stdout.isatty())
+    to_stdout = json_out or quiet or not (sys.stdout.isatty() and type(view).__name__ == "RichCaptionView")
     feeder = threading.Thread(target=feed, name="voxcli-transcribe-feed", daemon=True)
     last = None
     try:
@@ -219,8 +220,9 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
     if json_out:
         _emit_line(__import__("json").dumps(streamer.stats.to_dict()))
     st = streamer.stats
-    err(f"{st.utterances} utterance(s), {st.audio_s:.1f} s of audio; worker RTF {st.rtf:.2f}, "
-        f"max lag {st.max_lag_s:.1f} s, {st.skipped} re-decode(s) skipped")
+    if not quiet:
+        err(f"{st.utterances} utterance(s), {st.audio_s:.1f} s of audio; worker RTF {st.rtf:.2f}, "
+            f"max lag {st.max_lag_s:.1f} s, {st.skipped} re-decode(s) skipped")
 
 
 def register(app: typer.Typer) -> None:
@@ -233,6 +235,7 @@ def register(app: typer.Typer) -> None:
         rate: Annotated[int, typer.Option("--rate", min=1000, max=384000, help="Sample rate of stdin PCM.")] = SR,
         fmt: Annotated[str, typer.Option("--format", help="Stdin PCM format: s16le or f32le.")] = "s16le",
         json_out: Annotated[bool, typer.Option("--json", help="JSON lines of every caption plus a final stats record on stdout.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view and no summary on stderr (errors still go there).")] = False,
         model: Annotated[Optional[str], typer.Option("--model", "-m", help="ASR model name (default moonshine-tiny-en).", autocompletion=complete_asr_model)] = None,
         endpoint_ms: Annotated[Optional[int], typer.Option("--endpoint-ms", min=100, max=10000, help="Silence that ends an utterance, ms (default: config asr.endpoint_ms, else 500).")] = None,
         step_ms: Annotated[int, typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking.")] = 500,
@@ -254,7 +257,7 @@ def register(app: typer.Typer) -> None:
         if file is None and not live and not use_stdin:
             raise UsageError("nothing to transcribe", hint="give a FILE, `-` for raw PCM on stdin, or --live for the microphone")
         if file not in (None, "-") and not live:
-            run_offline(file, model, json_out, endpoint_ms)
+            run_offline(file, model, json_out, endpoint_ms, quiet)
             return
         stop = threading.Event()
         clean = _NonFiniteWarner()
@@ -276,6 +279,6 @@ def register(app: typer.Typer) -> None:
             if on_close:
                 on_close()
             raise
-        if on_close is not None:  # the microphone: tell the person we are listening
+        if on_close is not None and not quiet:  # the microphone: tell the person we are listening
             err(f"listening on {source} (Ctrl-C to stop)")
-        run_stream(_limit(chunks, duration), streamer, json_out, source, stop, on_close)
+        run_stream(_limit(chunks, duration), streamer, json_out, source, stop, on_close, quiet)
