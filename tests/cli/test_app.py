@@ -98,3 +98,19 @@ def test_speak_and_transcribe_take_their_models_from_the_config_file(tmp_path):
     assert r.returncode == ExitCode.MODEL_NOT_FOUND and "unknown asr model 'no-such-asr'" in r.stderr
     r = _run("speak", "Hello.", "-o", str(tmp_path / "x.wav"), env={**env, "VOXCLI_TTS_VOICE": "env-voice"})
     assert "unknown tts model 'env-voice'" in r.stderr
+
+
+def test_written_audio_files_follow_the_umask(tmp_path):
+    import os
+    import stat
+
+    from voxcli.audio.files import AtomicAudioWriter
+
+    old = os.umask(0o022)
+    try:
+        with AtomicAudioWriter(tmp_path / "out.wav", 16000) as w:
+            w.write(__import__("numpy").zeros(160, dtype="float32"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "out.wav").stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == ["out.wav"]

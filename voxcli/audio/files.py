@@ -19,6 +19,12 @@ from voxcli.errors import UsageError
 _FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS")}
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def read_audio(path: str | os.PathLike[str], rate: int | None = None) -> tuple[np.ndarray, int]:
     """Read a file as mono float32; resample to `rate` when given. Returns (audio, rate)."""
     import soundfile as sf
@@ -75,6 +81,7 @@ class AtomicAudioWriter:
         """Close and move into place; returns the final path."""
         if not self._done:
             self._file.close()
+            os.chmod(self._tmp, 0o666 & ~_umask())  # mkstemp made it 0600; a new file follows the umask
             os.replace(self._tmp, self.path)
             self._done = True
         return self.path
