@@ -20,7 +20,15 @@ _FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OG
 
 
 def _umask() -> int:
-    mask = os.umask(0)
+    """The process umask, read without changing it where the OS allows (threads may be creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
