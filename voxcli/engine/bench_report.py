@@ -141,35 +141,19 @@ def append_history(entry: dict[str, Any], path: Path | None = None) -> Path:
     """Append one JSON line (O_APPEND: concurrent benches never interleave a line)."""
     from voxcli.config import bench_history_path
 
-    path = path or bench_history_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(clean(entry), ensure_ascii=False) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-    return path
+    from voxcli.jsonl import append_line
+
+    return append_line(path or bench_history_path(), json.dumps(clean(entry), ensure_ascii=False))
 
 
 def read_history(path: Path | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """History entries, oldest first; lines that are not valid entries (a torn write) are skipped."""
     from voxcli.config import bench_history_path
 
-    path = path or bench_history_path()
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            e = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(e, dict) and e.get("schema") == HISTORY_SCHEMA and isinstance(e.get("metrics"), dict):
-            out.append(e)
-    return out[-limit:] if limit else out
+    from voxcli.jsonl import read_records
+
+    return read_records(path or bench_history_path(),
+                        lambda e: e.get("schema") == HISTORY_SCHEMA and isinstance(e.get("metrics"), dict), limit)
 
 
 def latest_metric(metric: str, stat: str = "p50", entries: Iterable[dict[str, Any]] | None = None) -> tuple[float, dict] | None:

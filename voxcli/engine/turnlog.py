@@ -11,8 +11,6 @@ terms (`voxcli.engine.ledger.TERMS`) so the ledger can use them directly.
 """
 from __future__ import annotations
 
-import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,14 +118,9 @@ def append_turn(record: TurnRecord, path: Path | None = None) -> Path:
 
         data_dir(create=True)
         path = turn_log_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = (record.to_json() + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
-    return path
+    from voxcli.jsonl import append_line
+
+    return append_line(path, record.to_json(), 0o600)  # turns hold what the user said: private
 
 
 def read_turns(path: Path | None = None, last: int | None = None) -> list[dict[str, Any]]:
@@ -136,16 +129,6 @@ def read_turns(path: Path | None = None, last: int | None = None) -> list[dict[s
         from voxcli.config import turn_log_path
 
         path = turn_log_path()
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict) and obj.get("event") == "turn":
-            out.append(obj)
-    return out[-last:] if last else out
+    from voxcli.jsonl import read_records
+
+    return read_records(path, lambda obj: obj.get("event") == "turn", last)
