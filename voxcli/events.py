@@ -143,3 +143,43 @@ class Word(_Event):
     end: float
     prob: float = 1.0
     event = "word"
+
+
+# ---------------------------------------------------------------- chat turns
+
+@dataclass(frozen=True)
+class TurnStart(_Event):
+    """`voxcli chat`: a user turn was taken (its final transcript)."""
+
+    turn: int
+    user: str
+    event = "turn_start"
+
+
+@dataclass(frozen=True)
+class Spoken(_Event):
+    """A piece of the assistant's reply, handed to the speaker."""
+
+    turn: int
+    text: str
+    event = "spoken"
+
+
+@dataclass(frozen=True)
+class BargeIn(_Event):
+    """`voxcli chat`: the user interrupted the reply."""
+
+    turn: int
+    heard: str
+    """The reply as heard up to the interruption (the new history entry)."""
+    user_words: str
+    event = "barge_in"
+
+
+@dataclass(frozen=True)
+class Notice(_Event):
+    """`voxcli chat`: something the user should be told (error, cut-off answer)."""
+
+    kind: str
+    message: str
+    event = "notice"

@@ -17,31 +17,8 @@ Threads: the caller feeds mic audio (`feed`, VAD runs there: cheap); one
 thread reads ASR captions; one runs turns (LLM -> TTS `send`); one per turn
 moves TTS audio to the speaker. Every wait has a timeout and checks `close`.
 
-Turn log format (contract with `voxcli ledger --measured`; version 1)
----------------------------------------------------------------------
-One JSON object per line in `voxcli.config.turn_log_path()` (the data dir's
-`turns.jsonl`, platformdirs `user_data_dir("voxcli")` or `$VOXCLI_DATA_DIR`):
-
-    {"event": "turn", "version": 1, "turn": 0, "t_unix": 1764450000.1,
-     "user": "what is the capital of france", "assistant": "Paris is ...",
-     "interrupted": false, "cut_off": false, "llm": "model @ http://...",
-     "speech_end_ms": 0.0, "endpoint_ms": 512.0, "asr_final_ms": 640.3,
-     "llm_request_ms": 641.0, "llm_first_token_ms": 790.2, "first_audio_ms": 905.7,
-     "terms": {"endpoint_ms": 512.0, "asr_tail_ms": 640.3, "hops_ms": 0.7,
-               "llm_ttft_ms": 149.2, "tts_first_audio_ms": 115.5, "total_ms": 905.7},
-     "llm_metrics": {"ttft_s": 0.149, "prompt_tokens": 31, "tokens": 12, ...}}
-
-- `*_ms` stamps are milliseconds after the end of the user's speech (the VAD
-  frame where the trailing silence began, mapped to wall time); null when the
-  turn never reached that point (e.g. no audio after a barge-in).
-- `terms` uses the names of `voxcli.engine.ledger.TERMS`: endpoint_ms = speech
-  end -> endpoint decision (the hold as measured); asr_tail_ms = speech end ->
-  ASR final transcript (our ASR finalizes after the hold, so it includes it;
-  max(endpoint, asr_tail) is the critical path either way); hops_ms = ASR final
-  -> LLM request sent; llm_ttft_ms = request -> first token; tts_first_audio_ms
-  = first token -> first audio handed to the speaker; total_ms = speech end ->
-  first audio. Terms that were not measured are absent (uplink and downlink
-  never are). Readers skip lines that do not parse or have another "event".
+The turn log record (the contract with `voxcli ledger --measured`) is
+documented in `voxcli.engine.turnlog`.
 """
 from __future__ import annotations
 
@@ -57,7 +34,9 @@ import numpy as np
 from voxcli.engine.heard import Span, heard_text, non_echo_words, words_of
 from voxcli.engine.turnlog import TurnClock, TurnRecord, append_turn, make_record
 from voxcli.engine.vad import FRAME, SAMPLE_RATE, Endpointer, VADConfig
-from voxcli.events import AudioChunk, Caption, _Event
+from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
+
+__all__ = ["Agent", "AgentConfig", "BargeIn", "Notice", "Spoken", "TurnStart", "Speaker"]
 
 CUT_OFF_NOTICE = "Sorry, my answer was cut off."
 
@@ -74,38 +53,6 @@ class AgentConfig:
     """How many of the assistant's latest words count as possible echo."""
     cut_off_notice: str = CUT_OFF_NOTICE
     log_turns: bool = True
-
-
-@dataclass(frozen=True)
-class TurnStart(_Event):
-    turn: int
-    user: str
-    event = "turn_start"
-
-
-@dataclass(frozen=True)
-class Spoken(_Event):
-    """A piece of the assistant's reply, handed to the speaker."""
-
-    turn: int
-    text: str
-    event = "spoken"
-
-
-@dataclass(frozen=True)
-class BargeIn(_Event):
-    turn: int
-    heard: str
-    """The reply as heard up to the interruption (the new history entry)."""
-    user_words: str
-    event = "barge_in"
-
-
-@dataclass(frozen=True)
-class Notice(_Event):
-    kind: str
-    message: str
-    event = "notice"
 
 
 class Speaker(Protocol):

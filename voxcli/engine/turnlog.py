@@ -2,12 +2,38 @@
 
 One line per finished turn is appended to `voxcli.config.turn_log_path()`
 (`turns.jsonl` in the data dir); `voxcli ledger --measured` reads the latest
-ones. The record format is documented in `voxcli.engine.agent` (the contract
-with the ledger); this module only builds, writes and reads it.
+ones. This module builds, writes and reads the records; the format below is
+the contract with the ledger.
 
 Why stamps and terms both: the stamps (ms after the end of the user's speech)
 show the turn as it happened; `terms` maps them onto the ledger's named
 terms (`voxcli.engine.ledger.TERMS`) so the ledger can use them directly.
+
+Turn log format (contract with `voxcli ledger --measured`; version 1)
+---------------------------------------------------------------------
+One JSON object per line in `voxcli.config.turn_log_path()` (the data dir's
+`turns.jsonl`, platformdirs `user_data_dir("voxcli")` or `$VOXCLI_DATA_DIR`):
+
+    {"event": "turn", "version": 1, "turn": 0, "t_unix": 1764450000.1,
+     "user": "what is the capital of france", "assistant": "Paris is ...",
+     "interrupted": false, "cut_off": false, "llm": "model @ http://...",
+     "speech_end_ms": 0.0, "endpoint_ms": 512.0, "asr_final_ms": 640.3,
+     "llm_request_ms": 641.0, "llm_first_token_ms": 790.2, "first_audio_ms": 905.7,
+     "terms": {"endpoint_ms": 512.0, "asr_tail_ms": 640.3, "hops_ms": 0.7,
+               "llm_ttft_ms": 149.2, "tts_first_audio_ms": 115.5, "total_ms": 905.7},
+     "llm_metrics": {"ttft_s": 0.149, "prompt_tokens": 31, "tokens": 12, ...}}
+
+- `*_ms` stamps are milliseconds after the end of the user's speech (the VAD
+  frame where the trailing silence began, mapped to wall time); null when the
+  turn never reached that point (e.g. no audio after a barge-in).
+- `terms` uses the names of `voxcli.engine.ledger.TERMS`: endpoint_ms = speech
+  end -> endpoint decision (the hold as measured); asr_tail_ms = speech end ->
+  ASR final transcript (our ASR finalizes after the hold, so it includes it;
+  max(endpoint, asr_tail) is the critical path either way); hops_ms = ASR final
+  -> LLM request sent; llm_ttft_ms = request -> first token; tts_first_audio_ms
+  = first token -> first audio handed to the speaker; total_ms = speech end ->
+  first audio. Terms that were not measured are absent (uplink and downlink
+  never are). Readers skip lines that do not parse or have another "event".
 """
 from __future__ import annotations
 
