@@ -114,3 +114,22 @@ def test_written_audio_files_follow_the_umask(tmp_path):
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "out.wav").stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == ["out.wav"]
+
+
+def test_verbose_says_where_models_come_from(tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    wav = tmp_path / "silence.wav"
+    sf.write(wav, np.zeros(1600, dtype=np.float32), 16000)
+    from tests.conftest import REAL_CACHE
+
+    import os
+
+    env = {**os.environ, "VOXCLI_CACHE_DIR": str(REAL_CACHE)}
+    quiet = _run("transcribe", str(wav), env=env)
+    loud = _run("--verbose", "transcribe", str(wav), env=env)
+    assert quiet.returncode == loud.returncode == 0, loud.stderr
+    assert "voxcli: asr model moonshine-tiny-en from the" not in quiet.stderr
+    assert "voxcli: asr model moonshine-tiny-en from the" in loud.stderr
+    assert loud.stdout == quiet.stdout  # logs never reach stdout

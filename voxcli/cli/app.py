@@ -6,6 +6,7 @@ module only wires them up and maps failures to exit codes (see `_common`).
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from typing import Annotated, Optional
@@ -59,6 +60,18 @@ COMMAND_MODULES = [
 ]
 
 
+def _log_to_stderr(level: int) -> None:
+    """The engine logs through `logging` ("voxcli.*"); --verbose shows it as plain stderr lines."""
+    logger = logging.getLogger("voxcli")
+    for h in [h for h in logger.handlers if getattr(h, "_voxcli_cli", False)]:
+        logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("voxcli: %(message)s"))
+    handler._voxcli_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"voxcli {__version__}")
@@ -71,7 +84,8 @@ def _global(
         Optional[bool],
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors (and debug logs).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say what happens on stderr: models resolved, downloads, graph splits.")] = False,
     offline: Annotated[
         bool,
         typer.Option("--offline", envvar="VOXCLI_OFFLINE", help="Never download; fail (exit 3) if a model is missing."),
@@ -79,6 +93,8 @@ def _global(
 ) -> None:
     STATE.debug = debug
     STATE.offline = offline
+    if verbose or debug:
+        _log_to_stderr(logging.DEBUG if debug else logging.INFO)
     if offline:
         # The engine reads VOXCLI_OFFLINE at call time; the flag is the same switch.
         os.environ["VOXCLI_OFFLINE"] = "1"

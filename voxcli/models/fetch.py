@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import logging
 import os
 import shutil
 import stat
@@ -32,6 +33,7 @@ from voxcli.errors import DiskFullError, FetchError, IntegrityError
 from voxcli.events import Progress
 
 ProgressFn = Callable[[Progress], None]
+_LOG = logging.getLogger(__name__)
 CHUNK: Final = 1 << 16
 RETRIES: Final = 4
 ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".zip", ".whl")
@@ -113,6 +115,7 @@ def download(
             for attempt in range(RETRIES):
                 have = part.stat().st_size if part.exists() else 0
                 headers = {"Range": f"bytes={have}-"} if have else {}
+                _LOG.info("GET %s%s", url, f" (resuming at byte {have})" if have else "")
                 try:
                     with client.stream("GET", url, headers=headers) as r:
                         if r.status_code == 416 and have:  # already complete (or bigger than the file)

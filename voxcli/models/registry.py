@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -29,6 +30,7 @@ from voxcli.models.cache import Cache
 from voxcli.models.catalog import ModelEntry, Source, default_model, get_entry, load_catalog
 from voxcli.models.fetch import ProgressFn, disk_full, download, extract_members, is_archive, sha256_file
 
+_LOG = logging.getLogger(__name__)
 _progress_hook: ProgressFn | None = None
 
 
@@ -213,6 +215,7 @@ def resolve_model(
             )
         if bundle.origin == "cache":
             check_unchanged(bundle, cache)
+        _LOG.info("%s model %s from the %s: %s", bundle.kind, name, bundle.origin, bundle.path)
         return bundle
     if name not in catalog:
         raise ModelNotFoundError(
