@@ -16,7 +16,6 @@ from typer.testing import CliRunner
 from tests.models.loopback import start
 from voxcli.cli.app import app
 from voxcli.engine.doctor import CHECKS, check_portaudio, run_checks
-from voxcli.models.cache import Cache
 from voxcli.models.registry import installed_bundle, pull
 
 runner = CliRunner()

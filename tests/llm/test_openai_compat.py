@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.llm.chat_completions_server import ChatServer, Script, free_port
+from tests.llm.chat_completions_server import ChatServer, free_port
 from voxcli.errors import LLMError, UsageError
 from voxcli.llm.base import METRIC_KEYS, LLMClient
 from voxcli.llm.openai_compat import LLMTimeouts, OpenAICompatClient

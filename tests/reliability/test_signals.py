@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pytest
 
 from tests.llm.chat_completions_server import ChatServer, Script

@@ -95,14 +95,12 @@ def measure_stream(chunks: Iterable[Any], t0: float, clock: Callable[[], float] 
     synth = 0.0
     first_audible: tuple[int, float] | None = None
     stats = None
-    sample_rate = 0
     for ch in chunks:
         now = clock() - t0
         kind = getattr(ch, "kind", "audio")
         if kind == "cancelled":
             raise UsageError("the stream was cancelled during the benchmark")
         if ch.audio.size:
-            sample_rate = ch.sample_rate
             if first_audible is None:
                 loud = np.flatnonzero(np.abs(ch.audio) >= AUDIBLE_AMPLITUDE)
                 if loud.size:

@@ -18,7 +18,6 @@ import errno
 import hashlib
 import logging
 import os
-import shutil
 import stat
 import tarfile
 import time

@@ -157,7 +157,7 @@ class PiperVoice:
         opts = session_options(threads)
         providers = ["CPUExecutionProvider"]
         name = onnx_path.name.removesuffix(".onnx")
-        front = decoder = whole = None
+        front = decoder = None
         try:
             split = load_or_split(onnx_path, derived_dir)
             front = ort.InferenceSession(_source(split.front), opts, providers=providers)

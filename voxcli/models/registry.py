@@ -21,14 +21,14 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from voxcli import settings
 from voxcli.errors import FetchError, IntegrityError, ModelNotFoundError, UsageError, VoxError
 from voxcli.events import Progress
 from voxcli.models.cache import Cache
 from voxcli.models.catalog import ModelEntry, Source, default_model, get_entry, load_catalog
-from voxcli.models.fetch import ProgressFn, disk_full, download, extract_members, is_archive, sha256_file
+from voxcli.models.fetch import ProgressFn, disk_full, download, extract_members, sha256_file
 
 _LOG = logging.getLogger(__name__)
 _progress_hook: ProgressFn | None = None
