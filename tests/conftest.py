@@ -45,9 +45,11 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("VOXCLI_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("NO_COLOR", "1")
     from voxcli.cli._common import STATE
+    from voxcli.cli.app import _log_to_stderr
 
     STATE.debug = False
     STATE.offline = False
+    _log_to_stderr(None)  # a --verbose/--debug run in an earlier test must not keep logging
     return tmp_path
 
 

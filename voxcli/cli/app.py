@@ -60,12 +60,27 @@ COMMAND_MODULES = [
 ]
 
 
-def _log_to_stderr(level: int) -> None:
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time of the record (tests swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # noqa: ANN001
+        pass
+
+
+def _log_to_stderr(level: int | None) -> None:
     """The engine logs through `logging` ("voxcli.*"); --verbose shows it as plain stderr lines."""
     logger = logging.getLogger("voxcli")
     for h in [h for h in logger.handlers if getattr(h, "_voxcli_cli", False)]:
         logger.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    if level is None:
+        logger.setLevel(logging.NOTSET)
+        return
+    handler = _StderrHandler()
     handler.setFormatter(logging.Formatter("voxcli: %(message)s"))
     handler._voxcli_cli = True  # type: ignore[attr-defined]
     logger.addHandler(handler)
@@ -93,8 +108,8 @@ def _global(
 ) -> None:
     STATE.debug = debug
     STATE.offline = offline
-    if verbose or debug:
-        _log_to_stderr(logging.DEBUG if debug else logging.INFO)
+    # Set every time: an earlier in-process invocation (tests, embedding) must not leak its level.
+    _log_to_stderr(logging.DEBUG if debug else logging.INFO if verbose else None)
     if offline:
         # The engine reads VOXCLI_OFFLINE at call time; the flag is the same switch.
         os.environ["VOXCLI_OFFLINE"] = "1"
