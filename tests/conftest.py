@@ -62,6 +62,16 @@ def real_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
     return REAL_CACHE
 
 
+@pytest.fixture
+def server():
+    """A real HTTP server on 127.0.0.1 (package index, files, faults): tests/models/loopback.py."""
+    from tests.models.loopback import start
+
+    lb = start()
+    yield lb
+    lb.server.shutdown()
+
+
 def _bundle(name: str):
     from voxcli.models.cache import Cache
     from voxcli.models.registry import installed_bundle, pull

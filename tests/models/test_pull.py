@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.models.loopback import Loopback, start
+from tests.models.loopback import Loopback
 from voxcli.cli.app import app
 from voxcli.errors import ExitCode, ModelNotFoundError
 from voxcli.models.cache import Cache
@@ -34,13 +34,6 @@ CONFIG = "en_US-joe-medium.onnx.json"
 @pytest.fixture(scope="module")
 def voice_bytes() -> dict[str, bytes]:
     return {n: (VOICE_DIR / n).read_bytes() for n in (ONNX, CONFIG)}
-
-
-@pytest.fixture
-def server():
-    lb = start()
-    yield lb
-    lb.server.shutdown()
 
 
 def _sha(b: bytes) -> str:

@@ -19,19 +19,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.models.loopback import start
 from voxcli.cli.app import app
 from voxcli.errors import ExitCode, IntegrityError
 from voxcli.models.fetch import extract_members, list_archive
 
 runner = CliRunner()
-
-
-@pytest.fixture
-def server():
-    lb = start()
-    yield lb
-    lb.server.shutdown()
 
 
 def _cache() -> Path:

@@ -40,13 +40,6 @@ def voice_bytes() -> dict[str, bytes]:
     return {n: (d / n).read_bytes() for n in (ONNX, CONFIG)}
 
 
-@pytest.fixture
-def server():
-    lb = start()
-    yield lb
-    lb.server.shutdown()
-
-
 def _cache() -> Path:
     return Path(os.environ["VOXCLI_CACHE_DIR"])
 
