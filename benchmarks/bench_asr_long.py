@@ -41,7 +41,7 @@ def rss_mb() -> float:
 
 def speech_loop() -> np.ndarray:
     from voxcli.audio.files import read_audio
-    from voxcli.models.registry import resolve_model
+    from voxcli.hub.registry import resolve_model
 
     b = resolve_model("speech-samples", kind="data")
     parts = []
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from voxcli.engine.asr import open_asr_streamer
+    from voxcli.asr.streamer import open_asr_streamer
 
     loop = speech_loop()
     total = int(args.hours * 3600 * SR)

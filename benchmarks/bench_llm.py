@@ -4,7 +4,7 @@ Targets on a 2-core CPU: TTFT <= 250 ms, decode >= 25 tokens/s, RSS <= 400 MB.
 Each engine runs in its own subprocess so resident memory is its own:
   fast   -- LocalLLM, precision="fast" (int8 activations in MatMulNBits; shipped)
   exact  -- LocalLLM, precision="exact" (fp32 activations; matches the reference)
-  numpy  -- voxcli.llm.reference (plain float32 numpy; the test reference)
+  numpy  -- tests.llm.reference (plain float32 numpy; the test reference)
 
     python benchmarks/bench_llm.py                 # all three, table on stderr, JSON on stdout
     python benchmarks/bench_llm.py --engines fast --runs 10 --threads 2
@@ -41,7 +41,7 @@ def _rss_mb() -> float:
 
 def _prompt_ids(encode) -> list[int]:
     """A chat prompt of exactly PROMPT_TOKENS ids (user text padded/trimmed to fit)."""
-    from voxcli.llm.prompt import GENERATION_PROMPT, render_turn
+    from voxcli.runtimes.smollm.prompt import GENERATION_PROMPT, render_turn
 
     words = ("Please tell me a long and detailed story about a lighthouse keeper who finds "
              "a message in a bottle on a stormy night near the rocky northern coast and ").split() * 4
@@ -54,7 +54,7 @@ def _prompt_ids(encode) -> list[int]:
 def _run_onnx(args, precision: str) -> dict:
     import numpy as np
 
-    from voxcli.llm.local import LocalLLM, LocalLLMConfig
+    from voxcli.runtimes.smollm.local import LocalLLM, LocalLLMConfig
 
     t = time.perf_counter()
     llm = LocalLLM.load(Path(args.gguf), Path(args.derived), LocalLLMConfig(precision=precision, threads=args.threads))
@@ -84,9 +84,9 @@ def _run_onnx(args, precision: str) -> dict:
 def _run_numpy(args) -> dict:
     import numpy as np
 
-    from voxcli.llm.gguf_reader import GGUFModel
-    from voxcli.llm.reference import ReferenceCache, ReferenceLlama
-    from voxcli.llm.tokenizer import ChatTokenizer
+    from voxcli.runtimes.smollm.gguf import GGUFModel
+    from tests.llm.reference import ReferenceCache, ReferenceLlama
+    from voxcli.runtimes.smollm.tokenizer import ChatTokenizer
 
     t = time.perf_counter()
     model = GGUFModel(Path(args.gguf))
@@ -115,8 +115,8 @@ def _run_numpy(args) -> dict:
 
 
 def _default_paths() -> tuple[str, str]:
-    from voxcli.llm.local import DEFAULT_MODEL, GGUF_FILE
-    from voxcli.models.registry import resolve_model
+    from voxcli.runtimes.smollm.local import DEFAULT_MODEL, GGUF_FILE
+    from voxcli.hub.registry import resolve_model
 
     b = resolve_model(DEFAULT_MODEL, kind="llm")
     return str(b.file(GGUF_FILE)), str(b.derived_dir)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from voxcli.models.piper import PiperVoice, StreamConfig
+from voxcli.runtimes.piper.voice import PiperVoice, StreamConfig
 
 SENTENCE = ("It was the best of times, it was the worst of times, it was the age of wisdom, "
             "it was the age of foolishness, it was the epoch of belief.")

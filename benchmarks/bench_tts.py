@@ -25,8 +25,8 @@ import subprocess
 import sys
 import time
 
-from voxcli.engine.metrics import summarize
-from voxcli.engine.tts import TTSStreamer, load_voice
+from voxcli.bench.metrics import summarize
+from voxcli.tts.streamer import TTSStreamer, load_voice
 
 PARAGRAPH = (
     "The quick brown fox jumps over the lazy dog near the river bank. "
@@ -101,7 +101,7 @@ def main() -> None:
 
     voice = load_voice()
     onnx = str(voice.engine.onnx_path) if hasattr(voice.engine, "onnx_path") else None
-    from voxcli.models.registry import resolve_model
+    from voxcli.hub.registry import resolve_model
 
     bundle = resolve_model(None, kind="tts")
     onnx = onnx or str(bundle.find(".onnx")[0])

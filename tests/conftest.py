@@ -44,7 +44,7 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("VOXCLI_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("VOXCLI_CONFIG", str(tmp_path / "config.toml"))
     monkeypatch.setenv("NO_COLOR", "1")
-    from voxcli.cli._common import STATE
+    from voxcli.cli.errors import STATE
     from voxcli.cli.app import _log_to_stderr
 
     STATE.debug = False
@@ -65,7 +65,7 @@ def real_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def server():
     """A real HTTP server on 127.0.0.1 (package index, files, faults): tests/models/loopback.py."""
-    from tests.models.loopback import start
+    from tests.hub.loopback import start
 
     lb = start()
     yield lb
@@ -73,8 +73,8 @@ def server():
 
 
 def _bundle(name: str):
-    from voxcli.models.cache import Cache
-    from voxcli.models.registry import installed_bundle, pull
+    from voxcli.hub.cache import Cache
+    from voxcli.hub.registry import installed_bundle, pull
 
     cache = Cache(REAL_CACHE)
     b = installed_bundle(name, cache)

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 ENGINE_MODULES = [
-    "voxcli", "voxcli.events", "voxcli.errors", "voxcli.settings",
-    "voxcli.models.registry", "voxcli.models.fetch", "voxcli.models.cache", "voxcli.models.adhoc",
+    "voxcli", "voxcli.events", "voxcli.errors", "voxcli.paths",
+    "voxcli.hub.registry", "voxcli.hub.download", "voxcli.hub.cache", "voxcli.hub.adhoc",
     "voxcli.audio.pcm", "voxcli.audio.files",
 ]
 
@@ -15,9 +15,9 @@ def test_engine_imports_neither_typer_nor_rich():
     import importlib.util
 
     mods = [m for m in ENGINE_MODULES + [
-        "voxcli.engine.tts", "voxcli.engine.text", "voxcli.engine.asr", "voxcli.engine.vad",
-        "voxcli.engine.agreement", "voxcli.engine.ledger", "voxcli.engine.metrics", "voxcli.models.piper",
-        "voxcli.models.moonshine", "voxcli.llm.openai_compat", "voxcli.llm.local", "voxcli.engine.agent",
+        "voxcli.tts.streamer", "voxcli.tts.chunker", "voxcli.asr.streamer", "voxcli.asr.endpointer",
+        "voxcli.asr.agreement", "voxcli.bench.ledger", "voxcli.bench.metrics", "voxcli.runtimes.piper.voice",
+        "voxcli.runtimes.moonshine", "voxcli.llm.openai_compat", "voxcli.runtimes.smollm.local", "voxcli.chat.agent",
     ] if importlib.util.find_spec(m) is not None]
     code = (
         "import sys, importlib\n"

@@ -24,10 +24,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "open_tts_streamer": ("voxcli.engine.tts", "open_tts_streamer"),
-    "load_voice": ("voxcli.engine.tts", "load_voice"),
-    "open_asr_streamer": ("voxcli.engine.asr", "open_asr_streamer"),
-    "pull": ("voxcli.models.registry", "pull"),
+    "open_tts_streamer": ("voxcli.tts.streamer", "open_tts_streamer"),
+    "load_voice": ("voxcli.tts.streamer", "load_voice"),
+    "open_asr_streamer": ("voxcli.asr.streamer", "open_asr_streamer"),
+    "pull": ("voxcli.hub.registry", "pull"),
     "VoxError": ("voxcli.errors", "VoxError"),
 }
 

@@ -1,7 +1,7 @@
 """`python -m voxcli` is the same program as the `voxcli` console script."""
 import sys
 
-from voxcli.cli._common import install_signal_handlers, interrupt_exit_code
+from voxcli.cli.errors import install_signal_handlers, interrupt_exit_code
 
 if __name__ == "__main__":
     install_signal_handlers()  # before the app's imports, so SIGTERM during start-up also exits 143

@@ -30,7 +30,7 @@ else:  # pragma: no cover
 
 def builtin_defaults() -> dict[str, Any]:
     """What commands use when neither flag, environment nor config says otherwise (None = none)."""
-    from voxcli.models.catalog import default_model
+    from voxcli.hub.catalog import default_model
 
     def model(kind: str) -> str | None:
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from voxcli.engine.wer import wer
+from voxcli.bench.wer import wer
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 

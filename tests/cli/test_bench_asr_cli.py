@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from tests.asr_checks import BECKETT_REF
 from voxcli.cli.app import app
-from voxcli.engine.bench_asr import commit_delays, retractions
+from voxcli.bench.asr import commit_delays, retractions
 from voxcli.events import Caption
 
 pytestmark = pytest.mark.usefixtures("real_cache")

@@ -20,7 +20,7 @@ def runner(monkeypatch) -> CliRunner:
 
 @pytest.fixture
 def real_voice(real_cache, voice_bundle):
-    pytest.importorskip("voxcli.models.piper", reason="the Piper voice engine has not landed yet")
+    pytest.importorskip("voxcli.runtimes.piper.voice", reason="the Piper voice engine has not landed yet")
     return voice_bundle
 
 
@@ -107,7 +107,7 @@ def test_bench_ttfa_usage_errors(runner):
 
 
 def test_ledger_measured_marks_each_term(runner, real_cache, isolated_env):
-    from voxcli.engine.turnlog import TurnClock, append_turn, make_record
+    from voxcli.chat.turnlog import TurnClock, append_turn, make_record
 
     (isolated_env / "config.toml").write_text("[asr]\nendpoint_ms = 420\n")
     for ttft in (0.2, 0.3, 0.4):
@@ -124,7 +124,7 @@ def test_ledger_measured_marks_each_term(runner, real_cache, isolated_env):
     assert src["asr_tail_ms"] == "measured" and 0 < doc["terms"]["asr_tail_ms"] < 5000
     import importlib.util
 
-    if importlib.util.find_spec("voxcli.models.piper") is not None:
+    if importlib.util.find_spec("voxcli.runtimes.piper.voice") is not None:
         assert src["tts_first_audio_ms"] == "measured"
         assert 0 < doc["terms"]["tts_first_audio_ms"] < 5000
         assert doc["measurements"]["tts_first_audio_ms"]["detail"].startswith("median warm TTFA of 5 runs")

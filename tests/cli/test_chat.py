@@ -31,9 +31,9 @@ A2 = "Germany is in central Europe. Its capital is Berlin."
 @pytest.fixture(scope="session")
 def turns(tmp_path_factory, voice_bundle) -> dict[str, Path]:
     """The user's utterances, spoken by our own TTS (at 22.05 kHz; chat resamples to 16 kHz)."""
-    pytest.importorskip("voxcli.models.piper", reason="the Piper voice engine has not landed yet")
+    pytest.importorskip("voxcli.runtimes.piper.voice", reason="the Piper voice engine has not landed yet")
     from voxcli.audio.files import AtomicAudioWriter
-    from voxcli.engine.tts import load_voice
+    from voxcli.tts.streamer import load_voice
 
     voice = load_voice()
     d = tmp_path_factory.mktemp("chat-turns")
@@ -47,7 +47,7 @@ def turns(tmp_path_factory, voice_bundle) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def asr_model(asr_bundle):
-    from voxcli.models.moonshine import MoonshineASR
+    from voxcli.runtimes.moonshine import MoonshineASR
 
     return MoonshineASR.load(asr_bundle.path)
 
@@ -64,8 +64,8 @@ def runner(real_cache, monkeypatch) -> CliRunner:
 def hear(asr_model, path: Path) -> str:
     """What our ASR understands in the reply file (VAD-segmented, lower case, no punctuation)."""
     from voxcli.audio.files import read_audio
-    from voxcli.engine.vad import SileroVAD, speech_segments
-    from voxcli.models.registry import resolve_model
+    from voxcli.asr.endpointer import SileroVAD, speech_segments
+    from voxcli.hub.registry import resolve_model
 
     audio, _ = read_audio(path, 16000)
     vad = SileroVAD.load(resolve_model("silero-vad", kind="vad").file("silero_vad.onnx"))

@@ -13,10 +13,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from tests.models.loopback import start
+from tests.hub.loopback import start
 from voxcli.cli.app import app
-from voxcli.engine.doctor import CHECKS, check_portaudio, run_checks
-from voxcli.models.registry import installed_bundle, pull
+from voxcli.doctor import CHECKS, check_portaudio, run_checks
+from voxcli.hub.registry import installed_bundle, pull
 
 runner = CliRunner()
 NAME = "doctor-vad"

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from tests.asr_checks import BECKETT_REF, assert_stable_never_shrinks, final_text
 from voxcli.cli.app import app
-from voxcli.engine.wer import normalize_text, wer, word_errors
+from voxcli.bench.wer import normalize_text, wer, word_errors
 from voxcli.events import Caption
 
 pytestmark = pytest.mark.usefixtures("real_cache")

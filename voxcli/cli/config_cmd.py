@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from voxcli.cli._common import err, guarded
+from voxcli.cli.errors import err, guarded
 from voxcli.cli.complete import complete_config_key
 
 HELP = """\

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from voxcli.cli._common import guarded
+from voxcli.cli.errors import guarded
 
 HELP = """\
 List audio input and output devices (index, name, host API, channels,
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         json_lines: Annotated[bool, typer.Option("--json", help="One JSON object per device on stdout.")] = False,
     ) -> None:
         from voxcli.audio.devices import list_devices
-        from voxcli.cli.views import render_devices
+        from voxcli.cli.views.tts import render_devices
         from voxcli.errors import DeviceUnavailableError
 
         found = list_devices()

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.errors import STATE, err, guarded
 
 HELP = """\
 Check that this machine can speak and listen, and say what to fix.
@@ -41,8 +41,8 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="One JSON object per check on stdout (JSON lines).")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only problems.")] = False,
     ) -> None:
-        from voxcli.cli.progress_view import fancy_terminal, make_progress
-        from voxcli.engine.doctor import run_checks
+        from voxcli.cli.views.progress import fancy_terminal, make_progress
+        from voxcli.doctor import run_checks
 
         fancy = fancy_terminal() and not json_out
         console = None
@@ -85,6 +85,6 @@ def register(app: typer.Typer) -> None:
 
 
 def _check_names() -> list[str]:
-    from voxcli.engine.doctor import CHECKS
+    from voxcli.doctor import CHECKS
 
     return list(CHECKS)

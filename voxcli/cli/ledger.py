@@ -1,7 +1,7 @@
 """`voxcli ledger`: the latency budget of one voice turn, and `voxcli ledger schedule`.
 
 The command only gathers the seven terms (preset < config file < measured <
-flag), hands them to the pure model in `voxcli.engine.ledger`, and renders the
+flag), hands them to the pure model in `voxcli.bench.ledger`, and renders the
 result: a waterfall on stderr, or one JSON document on stdout with `--json`.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from voxcli.cli._common import err, guarded
-from voxcli.engine import ledger as model
+from voxcli.cli.errors import err, guarded
+from voxcli.bench import ledger as model
 from voxcli.errors import UsageError
 
 HELP = f"""\
@@ -88,9 +88,9 @@ def _gather(
             values[t], sources[t] = v, "config"
     details: dict = {}
     if measured:
-        from voxcli.engine.ledger_measure import measure_terms
+        from voxcli.bench.ledger_measure import measure_terms
 
-        from voxcli.cli._common import STATE
+        from voxcli.cli.errors import STATE
 
         notes = measure_terms(cfg, on_note=lambda s: err(f"voxcli: {s}"), offline=STATE.offline or None)
         for t, m in notes.items():
@@ -155,7 +155,7 @@ def register(app: typer.Typer) -> None:
             return
         from rich.console import Console
 
-        from voxcli.cli.ledger_view import waterfall
+        from voxcli.cli.views.ledger import waterfall
 
         console = Console(stderr=True)
         fixed = 36 + max(len(v) for v in sources.values()) + (6 if sensitivity else 0)
@@ -188,7 +188,7 @@ def register(app: typer.Typer) -> None:
             return
         from rich.console import Console
 
-        from voxcli.cli.ledger_view import schedule_table
+        from voxcli.cli.views.ledger import schedule_table
 
         Console(stderr=True).print(schedule_table(s))
 

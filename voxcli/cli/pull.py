@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.errors import STATE, err, guarded
 from voxcli.cli.complete import complete_installed_model, complete_model
 from voxcli.errors import UsageError
 
@@ -62,10 +62,10 @@ def register(app: typer.Typer) -> None:
         json_out: Annotated[bool, typer.Option("--json", help="Progress and results as JSON lines on stdout.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
     ) -> None:
-        from voxcli.cli.progress_view import make_progress
-        from voxcli.models.adhoc import pull_adhoc
-        from voxcli.models.catalog import load_catalog
-        from voxcli.models.registry import default_names, pull_many
+        from voxcli.cli.views.progress import make_progress
+        from voxcli.hub.adhoc import pull_adhoc
+        from voxcli.hub.catalog import load_catalog
+        from voxcli.hub.registry import default_names, pull_many
 
         targets = list(names or [])
         if defaults:
@@ -111,9 +111,9 @@ def register(app: typer.Typer) -> None:
         path: Annotated[Optional[str], typer.Option("--path", metavar="NAME", help="Print the directory of an installed model.", autocompletion=complete_installed_model)] = None,
         kind: Annotated[Optional[str], typer.Option("--kind", help="Only models of this kind.")] = None,
     ) -> None:
-        from voxcli.models.cache import Cache
-        from voxcli.models.catalog import load_catalog
-        from voxcli.models.registry import installed_bundle, status
+        from voxcli.hub.cache import Cache
+        from voxcli.hub.catalog import load_catalog
+        from voxcli.hub.registry import installed_bundle, status
 
         cache = Cache.default()
         if path is not None:
@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps(rows, indent=2))
             return
-        from voxcli.cli.progress_view import fancy_terminal
+        from voxcli.cli.views.progress import fancy_terminal
 
         if fancy_terminal():
             from rich.console import Console
@@ -166,7 +166,7 @@ def register(app: typer.Typer) -> None:
     @app.command("rm", help=RM_HELP, short_help="Remove a model from the cache.")
     @guarded
     def rm_cmd(name: Annotated[str, typer.Argument(help="Model name.", autocompletion=complete_installed_model)]) -> None:
-        from voxcli.models.registry import remove
+        from voxcli.hub.registry import remove
 
         remove(name)
         err(f"removed {name}")

@@ -19,9 +19,9 @@ from typing import Annotated, Any, Iterator, Optional
 import numpy as np
 import typer
 
-from voxcli.cli._common import STATE, guarded
+from voxcli.cli.errors import STATE, guarded
 from voxcli.cli.complete import complete_output_device, complete_tts_model
-from voxcli.cli.views import chunk_view, summary_line
+from voxcli.cli.views.tts import chunk_view, summary_line
 from voxcli.errors import UsageError
 from voxcli.events import AudioChunk, StreamStats
 
@@ -176,7 +176,7 @@ def register(app: typer.Typer) -> None:
             raise UsageError("no text to speak: the text is empty or only whitespace")
 
         from voxcli.config import load_config
-        from voxcli.engine.tts import load_voice
+        from voxcli.tts.streamer import load_voice
 
         cfg = load_config()  # flag > VOXCLI_TTS_VOICE / VOXCLI_DEVICES_OUTPUT > config file > default
         voice_name = voice_name or cfg.tts.voice

@@ -18,7 +18,7 @@ from typing import Annotated, Callable, Iterator, Optional
 import numpy as np
 import typer
 
-from voxcli.cli._common import STATE, err, guarded
+from voxcli.cli.errors import STATE, err, guarded
 from voxcli.cli.complete import complete_asr_model, complete_input_device
 from voxcli.errors import UsageError
 
@@ -142,9 +142,9 @@ def _emit_line(line: str) -> None:
 
 def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: int, quiet: bool = False) -> None:
     from voxcli.audio.files import read_audio
-    from voxcli.engine.asr import load_asr
-    from voxcli.engine.batch import transcribe_audio
-    from voxcli.engine.vad import VADConfig
+    from voxcli.asr.streamer import load_asr
+    from voxcli.asr.batch import transcribe_audio
+    from voxcli.asr.endpointer import VADConfig
     from voxcli.events import Caption
 
     audio, _ = read_audio(path, rate=SR)
@@ -172,7 +172,7 @@ def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: in
 
 def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: str,
                stop: threading.Event, on_close: Callable[[], None] | None = None, quiet: bool = False) -> None:
-    from voxcli.cli.asr_views import NullCaptionView, StreamStatus, caption_view
+    from voxcli.cli.views.asr import NullCaptionView, StreamStatus, caption_view
 
     failure: list[BaseException] = []
 
@@ -243,7 +243,7 @@ def register(app: typer.Typer) -> None:
         device: Annotated[Optional[str], typer.Option("--device", help="Input device index or name (see `voxcli devices`).", autocompletion=complete_input_device)] = None,
         duration: Annotated[Optional[float], typer.Option("--duration", min=0.1, help="Stop after this many seconds of audio (streaming input).")] = None,
     ) -> None:
-        from voxcli.engine.asr import open_asr_streamer
+        from voxcli.asr.streamer import open_asr_streamer
 
         if fmt not in ("s16le", "f32le"):
             raise UsageError(f"unknown PCM format {fmt!r}", hint="use --format s16le or --format f32le")

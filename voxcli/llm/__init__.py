@@ -1,7 +1,7 @@
 """Language models behind `voxcli chat`: one factory, two kinds of client.
 
 `open_llm(url=...)` gives the OpenAI-compatible HTTP client; without a URL
-(or with `url="local"`) it gives the on-device model (`voxcli.llm.local`),
+(or with `url="local"`) it gives the on-device model (`voxcli.runtimes.smollm.local`),
 so `voxcli chat` works offline by default. Both implement
 `voxcli.llm.base.LLMClient`. Imports are lazy: choosing the HTTP client never
 loads the on-device model's code, and `import voxcli.llm` costs nothing.
@@ -39,7 +39,7 @@ def open_llm(
         return OpenAICompatClient(
             url, model, api_key_env=api_key_env, timeouts=timeouts, max_tokens=max_tokens, temperature=temperature
         )
-    from voxcli.llm.local import LocalLLMConfig, load_local_llm
+    from voxcli.runtimes.smollm.local import LocalLLMConfig, load_local_llm
 
     cfg = LocalLLMConfig()
     overrides: dict[str, Any] = dict(local_options)

@@ -1,0 +1,60 @@
+"""Text normalization: what espeak would misread is rewritten; the rest is untouched."""
+from __future__ import annotations
+
+import pytest
+
+from voxcli.tts.normalize import normalize_text, strip_markup, strip_unspeakable
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("It costs $3.50 today.", "It costs 3 dollars and 50 cents today."),
+    ("$1 or $0.99 or $2.05", "1 dollar or 99 cents or 2 dollars and 5 cents"),
+    ("$1,250.00 total", "1250 dollars total"),
+    ("A $1.5 million deal.", "A 1.5 million dollars deal."),
+    ("€5 and £10", "5 euros and 10 pounds"),
+    ("At 10:30 we go.", "At 10 30 we go."),
+    ("At 10:05 or 10:00.", "At 10 oh 5 or 10 o'clock."),
+    ("In 1984 and 1905, the 1990s, 1900.", "In 19 84 and 19 oh 5, the 19 90s, 19 hundred."),
+    ("In 2024 we had 1,984 users and 1984.5 points.", "In 2024 we had 1,984 users and 1984.5 points."),
+    ("Dr. Smith lives on Elm St. in the U.S. now.", "Doctor Smith lives on Elm Street in the U.S. now."),
+    ("We met Dr. Who on Elm Dr. Then left.", "We met Doctor Who on Elm Drive. Then left."),
+    ("St. Louis is big.", "Saint Louis is big."),
+    ("Mr. and Mrs. Jones, Prof. X", "Mister and Missus Jones, Professor X"),
+    ("Bring fruit, e.g., apples, i.e. red ones, etc. Then go.",
+     "Bring fruit, for example, apples, that is red ones, et cetera. Then go."),
+    ("At 3 p.m. Then we go.", "At 3 PM. Then we go."),
+    ("at 3 p.m. we go", "at 3 PM we go"),
+    ("The 1st, 22nd and 3rd place; 20% more; 3.14.", "The 1st, 22nd and 3rd place; 20% more; 3.14."),
+])
+def test_normalize(text, expected):
+    assert normalize_text(text) == expected
+
+
+def test_markup_is_stripped_to_words():
+    assert strip_markup("**bold** and `code` [link](http://x.y) <b>tag</b>").split() == \
+        ["bold", "and", "code", "link", "tag"]
+    assert normalize_text("# Header\n- item one\n* item two") == "Header\nitem one\nitem two"
+    assert normalize_text("snake_case_name stays") == "snake_case_name stays"
+
+
+def test_emoji_and_control_characters_are_dropped():
+    assert normalize_text("Hi 👋🏽 there ❤️ ok\u200b\x07!") == "Hi there ok !"
+    assert strip_unspeakable("a\x00b\x1bc") == "a b c"
+    assert strip_unspeakable("\x1b[31mred\x1b[0m text") == "red text"
+    assert normalize_text("5°C, café, naïve") == "5°C, café, naïve"
+    assert normalize_text("“quoted” ‘single’") == "\"quoted\" 'single'"
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\ud800", "$", "$.", "10:", ":30", "Dr.", "e.g.", "\x00" * 5])
+def test_never_raises(text):
+    assert isinstance(normalize_text(text), str)
+
+
+def test_normalized_abbreviation_no_longer_splits_the_sentence():
+    from voxcli.runtimes.piper.phonemize import EspeakPhonemizer
+
+    phonemizer = EspeakPhonemizer("en-us")
+    assert len(phonemizer.phonemize("Dr. Smith came home.")) == 2  # espeak alone: "Dr." ends a sentence
+    assert len(phonemizer.phonemize(normalize_text("Dr. Smith came home."))) == 1
+    spoken = "".join(phonemizer.phonemize(normalize_text("It costs $3.50."))[0].phonemes)
+    assert "dˈɑːlɚz" in spoken and "sˈɛnts" in spoken and "pɔɪnt" not in spoken

@@ -1,0 +1,178 @@
+"""`bench asr` measurements: batch vs streaming WER, retractions, commit delay, RTF, memory.
+
+Commit delay of a word = audio time of the caption where it became stable
+minus audio time of the caption where it first appeared (stable or
+volatile), by word position within its utterance. Measured with paced input
+(speed 1 = real time) so skipped re-decodes show up as they would live;
+speed 0 feeds unpaced in lockstep (every step decoded: the algorithm's own
+delay, without CPU contention).
+"""
+from __future__ import annotations
+
+import resource
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from voxcli.asr.agreement import normalize_word
+from voxcli.asr.streamer import ASREngine, ASRStreamer
+from voxcli.asr.batch import transcribe_audio
+from voxcli.bench.metrics import percentile
+from voxcli.asr.endpointer import SAMPLE_RATE, SileroVAD, VADConfig
+from voxcli.bench.wer import WER, word_errors
+from voxcli.events import Caption
+
+
+def retractions(captions: Sequence[Caption]) -> int:
+    """Captions whose stable text does not extend the previous one of the same utterance."""
+    prev: dict[int, str] = {}
+    count = 0
+    for c in captions:
+        if not c.stable.startswith(prev.get(c.utterance, "")):
+            count += 1
+        prev[c.utterance] = c.stable
+    return count
+
+
+def commit_delays(captions: Sequence[Caption]) -> list[float]:
+    """Seconds of audio between a word's first appearance and its commit, per committed word.
+
+    A word "appears" at the first caption whose word at the same position of
+    the same utterance is that word (normalized), so a hallucinated longer
+    hypothesis does not count as an early sighting of later words.
+    """
+    history: dict[int, list[tuple[float, list[str]]]] = {}
+    committed: set[tuple[int, int]] = set()
+    delays: list[float] = []
+    for c in captions:
+        stable = c.stable.split()
+        words = [normalize_word(w) for w in stable + c.volatile.split()]
+        history.setdefault(c.utterance, []).append((c.t_audio, words))
+        for k in range(len(stable)):
+            if (c.utterance, k) in committed:
+                continue
+            committed.add((c.utterance, k))
+            first = next(t for t, ws in history[c.utterance] if len(ws) > k and ws[k] == words[k])
+            delays.append(max(0.0, c.t_audio - first))
+    return delays
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+@dataclass
+class FileResult:
+    """One file's figures (text kept for the report)."""
+
+    path: str
+    audio_s: float
+    batch: WER
+    stream: WER
+    retractions: int
+    delays: list[float]
+    worker_rtf: float
+    batch_rtf: float
+    max_lag_s: float
+    skipped: int
+    max_buffer_s: float
+    batch_text: str = ""
+    stream_text: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "file": self.path, "audio_s": round(self.audio_s, 2),
+            "batch_wer": round(self.batch.rate, 4), "stream_wer": round(self.stream.rate, 4),
+            "ref_words": self.batch.ref_words, "retractions": self.retractions,
+            "commit_delay_p50_s": _r(percentile(self.delays, 50)), "commit_delay_p95_s": _r(percentile(self.delays, 95)),
+            "worker_rtf": round(self.worker_rtf, 3), "batch_rtf": round(self.batch_rtf, 3),
+            "max_lag_s": round(self.max_lag_s, 2), "skipped_redecodes": self.skipped,
+            "max_buffer_s": round(self.max_buffer_s, 2),
+            "batch_text": self.batch_text, "stream_text": self.stream_text,
+        }
+
+
+def _r(v: float) -> float | None:
+    return None if v != v else round(v, 3)
+
+
+@dataclass
+class BenchConfig:
+    speed: float = 1.0
+    step_ms: int = 500
+    agreement: int = 2
+    endpoint_ms: int = 500
+    chunk_s: float = 0.1
+
+
+def stream_file(model: ASREngine, vad: SileroVAD, audio: np.ndarray, cfg: BenchConfig) -> tuple[str, list[Caption], ASRStreamer]:
+    """Feed one recording through a streamer, paced at cfg.speed; collect the captions."""
+    s = ASRStreamer(model, vad, agreement=cfg.agreement, step_ms=cfg.step_ms,
+                    vad_config=VADConfig(endpoint_ms=cfg.endpoint_ms), lockstep=cfg.speed == 0)
+    caps: list[Caption] = []
+    reader = threading.Thread(target=lambda: caps.extend(s.captions), daemon=True)
+    reader.start()
+    n, t0 = int(cfg.chunk_s * SAMPLE_RATE), time.monotonic()
+    for i in range(0, audio.size, n):
+        if cfg.speed > 0:
+            delay = t0 + i / SAMPLE_RATE / cfg.speed - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        s.send(audio[i : i + n])
+    text = s.finish()
+    reader.join(10)
+    return text, caps, s
+
+
+def bench_file(model: ASREngine, vad: SileroVAD, path: str, audio: np.ndarray, reference: str, cfg: BenchConfig) -> FileResult:
+    t = time.monotonic()
+    batch = " ".join(u.text for u in transcribe_audio(model, vad, audio, VADConfig(endpoint_ms=cfg.endpoint_ms)))
+    batch_s = time.monotonic() - t
+    text, caps, s = stream_file(model, vad, audio, cfg)
+    audio_s = audio.size / SAMPLE_RATE
+    return FileResult(
+        path=path, audio_s=audio_s, batch=word_errors(reference, batch), stream=word_errors(reference, text),
+        retractions=retractions(caps), delays=commit_delays(caps), worker_rtf=s.stats.rtf,
+        batch_rtf=batch_s / audio_s if audio_s else 0.0, max_lag_s=s.stats.max_lag_s, skipped=s.stats.skipped,
+        max_buffer_s=s.stats.max_buffer_s, batch_text=batch, stream_text=text.replace("\n", " "),
+    )
+
+
+@dataclass
+class BenchResult:
+    files: list[FileResult] = field(default_factory=list)
+    peak_rss_mb: float = 0.0
+    config: BenchConfig = field(default_factory=BenchConfig)
+
+    def summary(self) -> dict:
+        batch = sum((f.batch for f in self.files), WER(0, 0, 0, 0))
+        stream = sum((f.stream for f in self.files), WER(0, 0, 0, 0))
+        delays = [d for f in self.files for d in f.delays]
+        audio = sum(f.audio_s for f in self.files) or 1.0
+        return {
+            "event": "bench_asr", "files": len(self.files), "audio_s": round(audio, 2), "ref_words": batch.ref_words,
+            "batch_wer": round(batch.rate, 4), "stream_wer": round(stream.rate, 4),
+            "retractions": sum(f.retractions for f in self.files),
+            "commit_delay_p50_s": _r(percentile(delays, 50)), "commit_delay_p95_s": _r(percentile(delays, 95)),
+            "worker_rtf": round(sum(f.worker_rtf * f.audio_s for f in self.files) / audio, 3),
+            "max_lag_s": round(max((f.max_lag_s for f in self.files), default=0.0), 2),
+            "peak_rss_mb": round(self.peak_rss_mb, 1),
+            "speed": self.config.speed, "step_ms": self.config.step_ms, "agreement": self.config.agreement,
+            "endpoint_ms": self.config.endpoint_ms,
+        }
+
+
+def run_bench(model: ASREngine, vad: SileroVAD, items: Sequence[tuple[str, np.ndarray, str]], cfg: BenchConfig,
+              on_file: Callable[[FileResult], None] | None = None) -> BenchResult:
+    result = BenchResult(config=cfg)
+    for path, audio, ref in items:
+        fr = bench_file(model, vad, str(Path(path).name), audio, ref, cfg)
+        result.files.append(fr)
+        if on_file:
+            on_file(fr)
+    result.peak_rss_mb = peak_rss_mb()
+    return result

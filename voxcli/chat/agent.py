@@ -1,0 +1,429 @@
+"""The chat turn loop: mic -> streaming ASR -> LLM -> streaming TTS -> speaker, with barge-in.
+
+Every stage streams: the user's final transcript (ASR endpoint) becomes the
+user message; the LLM's deltas go straight into the TTS streamer's `send`, so
+the first clause is spoken while the model still writes; the TTS output is
+written to a speaker whose play head tells what the user has actually heard.
+
+Barge-in: while the assistant speaks, the mic stays open. Sustained user
+speech -- a VAD run of at least `barge_in_ms` AND at least one recognized
+word that is not an echo of what the assistant just said -- cancels the TTS
+and the LLM at once, drops the queued audio, and truncates the assistant's
+history entry to the text that was heard (each AudioChunk's `text`, cut in
+proportion for the chunk playing at the moment). `half_duplex` instead closes
+the mic while the assistant speaks (no echo cancellation available).
+
+Threads: the caller feeds mic audio (`feed`, VAD runs there: cheap); one
+thread reads ASR captions; one runs turns (LLM -> TTS `send`); one per turn
+moves TTS audio to the speaker. Every wait has a timeout and checks `close`.
+
+The turn log record (the contract with `voxcli ledger --measured`) is
+documented in `voxcli.chat.turnlog`.
+"""
+from __future__ import annotations
+
+import queue
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from voxcli.chat.heard import Span, heard_text, non_echo_words, words_of
+from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record
+from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, VADConfig
+from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
+
+__all__ = ["Agent", "AgentConfig", "BargeIn", "Notice", "Spoken", "TurnStart", "Speaker"]
+
+CUT_OFF_NOTICE = "Sorry, my answer was cut off."
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    system: str | None = None
+    barge_in_ms: int = 300
+    """Sustained user speech (VAD) needed before a barge-in may cancel the reply."""
+    half_duplex: bool = False
+    """Close the mic while the assistant speaks (for setups without echo cancellation)."""
+    endpoint_ms: int = 500
+    echo_words: int = 40
+    """How many of the assistant's latest words count as possible echo."""
+    cut_off_notice: str = CUT_OFF_NOTICE
+    log_turns: bool = True
+
+
+class Speaker(Protocol):
+    sample_rate: int
+
+    def write(self, audio: np.ndarray) -> int | None: ...
+    def stop(self) -> int: ...
+    def drain(self, timeout: float | None = None) -> bool: ...
+    def played_samples(self) -> int: ...
+
+
+@dataclass
+class _Reply:
+    turn: int
+    tts: Any
+    clock: TurnClock
+    spans: list[Span] = field(default_factory=list)
+    received: str = ""
+    barged: bool = False
+    heard_at_barge: str | None = None
+
+
+@dataclass
+class _Utterance:
+    """One VAD utterance of the user, as seen by the agent's own endpointer."""
+
+    start: float
+    overlapped: bool
+    """It began while the assistant was speaking (echo or backchannel unless it barged in)."""
+    speech_end: float | None = None
+    endpoint: float | None = None
+    barged: bool = False
+
+
+@dataclass
+class _Pending:
+    text: str
+    clock: TurnClock
+
+
+class Agent:
+    """One conversation. `start()`, then `feed()` 16 kHz mic audio; `close()` ends it."""
+
+    def __init__(
+        self,
+        llm: Any,
+        asr: Any,
+        vad: Any,
+        tts_factory: Callable[[], Any],
+        speaker: Speaker,
+        config: AgentConfig | None = None,
+        on_event: Callable[[Any], None] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.llm, self.asr, self.vad, self.tts_factory, self.speaker = llm, asr, vad, tts_factory, speaker
+        self.config = config or AgentConfig()
+        self.on_event = on_event or (lambda e: None)
+        self.clock = clock
+        self.history: list[dict[str, str]] = []
+        self.records: list[TurnRecord] = []
+        self.error: BaseException | None = None
+        self._vad_config = VADConfig(endpoint_ms=self.config.endpoint_ms)
+        self._ep = Endpointer(self._vad_config)
+        self._lock = threading.RLock()
+        self._closed = threading.Event()
+        self._turns: queue.Queue[_Pending] = queue.Queue()
+        self._reply: _Reply | None = None
+        self._turn_running = False
+        self._n_turns = 0
+        self._fed = 0  # samples given to VAD/ASR
+        self._stamps: list[tuple[int, float]] = []  # (samples fed after a send, wall time of that send)
+        self._utts: list[_Utterance] = []  # utterances whose final transcript has not arrived yet
+        self._run_frames = 0  # consecutive speech frames (hysteresis), for barge-in
+        self._utt_words = ""  # current (non-final) caption text
+        self._recent: list[str] = []  # the assistant's latest words
+        self._last_activity = clock()
+        self._threads = [
+            threading.Thread(target=self._guard(self._caption_loop), name="voxcli-agent-asr", daemon=True),
+            threading.Thread(target=self._guard(self._turn_loop), name="voxcli-agent-turns", daemon=True),
+        ]
+
+    # -- caller side --------------------------------------------------------------
+
+    def start(self) -> "Agent":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def feed(self, samples: np.ndarray) -> None:
+        """Mic audio (float32 16 kHz mono), as it is captured."""
+        if self._closed.is_set():
+            return
+        if self.config.half_duplex and self.speaking:
+            return  # mic closed while the assistant speaks
+        a = np.asarray(samples, dtype=np.float32).reshape(-1)
+        now = self.clock()
+        self.asr.send(a)
+        probs = self.vad.probs(a)
+        self._fed += a.size
+        self._stamps.append((self._fed, now))
+        if len(self._stamps) > 4096:
+            del self._stamps[:2048]
+        hi, lo = self._vad_config.threshold, self._vad_config.low
+        for p in probs:
+            p = float(p)
+            # speech run with hysteresis: grows on speech, survives the grey zone, resets on silence
+            self._run_frames = self._run_frames + 1 if p >= hi else (0 if p < lo else self._run_frames)
+            ev = self._ep.feed(p)
+            if ev is None:
+                continue
+            with self._lock:
+                if ev.kind == "start":
+                    self._utts.append(_Utterance(self._wall_of(ev.sample), overlapped=self._turn_running))
+                    del self._utts[:-8]
+                elif self._utts:
+                    self._utts[-1].speech_end, self._utts[-1].endpoint = self._wall_of(ev.sample), now
+        if self._ep.in_speech:
+            self._last_activity = now
+        self._maybe_barge_in()
+
+    @property
+    def speaking(self) -> bool:
+        """A reply is in progress (from the LLM request until its audio has played)."""
+        return self._turn_running
+
+    def busy(self) -> bool:
+        """User speaking, an utterance awaiting its transcript, or a turn running."""
+        with self._lock:
+            ends = [u.endpoint for u in self._utts if u.endpoint is not None]
+            pending_ep = bool(ends) and self.clock() - ends[-1] < 10.0
+            return self._ep.in_speech or pending_ep or self._turn_running or not self._turns.empty()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    @property
+    def reply_first_audio(self) -> float | None:
+        r = self._reply
+        return None if r is None else r.clock.first_audio
+
+    def close(self) -> None:
+        """Stop listening and speaking at once (Ctrl-C); nothing waits forever."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        with self._lock:
+            r = self._reply
+        for fn in (getattr(self.llm, "cancel", None), getattr(r.tts, "cancel", None) if r else None,
+                   self.speaker.stop, getattr(self.asr, "cancel", None)):
+            if fn is not None:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - best effort while shutting down
+                    pass
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(timeout=2.0)
+        # Wait for the workers' model calls to end: a native call still running while the
+        # interpreter exits aborts the process (onnxruntime's threads) instead of exiting 130.
+        for wait in (getattr(r.tts, "join", None) if r else None, getattr(self.asr, "finish", None)):
+            if wait is not None:
+                try:
+                    wait(2.0)
+                except Exception:  # noqa: BLE001 - cancelled workers may report their cancel
+                    pass
+
+    def finish(self, timeout: float = 30.0) -> None:
+        """End of input: let the ASR commit the last utterance, then wait for the turns."""
+        try:
+            self.asr.finish(timeout)
+        except Exception:  # noqa: BLE001 - an ASR error surfaces through the caption loop
+            pass
+        self._threads[0].join(timeout)
+        deadline = self.clock() + timeout
+        while self.busy() and self.clock() < deadline and self.error is None:
+            with self._lock:
+                self._utts = [u for u in self._utts if u.endpoint is None]
+            time.sleep(0.02)
+
+    # -- ASR side -----------------------------------------------------------------
+
+    def _caption_loop(self) -> None:
+        for cap in self.asr.captions:
+            if self._closed.is_set():
+                return
+            self.on_event(cap)
+            if not cap.is_final:
+                self._utt_words = f"{cap.stable} {cap.volatile}"
+                self._maybe_barge_in()
+                continue
+            self._utt_words = ""
+            self._on_final(cap)
+
+    def _on_final(self, cap: Caption) -> None:
+        now = self.clock()
+        with self._lock:
+            # The utterance this final belongs to: the latest one that has ended (the ASR skips empty ones).
+            ended = [i for i, u in enumerate(self._utts) if u.endpoint is not None]
+            i = ended[-1] if ended else (len(self._utts) - 1)
+            utt = self._utts[i] if i >= 0 else None
+            del self._utts[: i + 1]
+            speech_end, endpoint = (utt.speech_end, utt.endpoint) if utt else (None, None)
+            text = cap.stable.strip()
+            reply = self._reply
+            if not text:
+                return
+            # Speech that began while the assistant spoke and did not barge in is echo or a backchannel.
+            ignored = (self._turn_running and reply is not None and not reply.barged) or (
+                utt is not None and utt.overlapped and not utt.barged)
+            if not ignored:
+                self._turns.put(_Pending(text, TurnClock(speech_end=speech_end, endpoint=endpoint, asr_final=now)))
+        if ignored:
+            self.on_event(Notice("ignored", f"heard while speaking, not a barge-in: {text}"))
+
+    def _maybe_barge_in(self) -> None:
+        cfg = self.config
+        if cfg.half_duplex or self._run_frames * FRAME * 1000 < cfg.barge_in_ms * SAMPLE_RATE:
+            return
+        with self._lock:
+            reply = self._reply
+            if reply is None or reply.barged or not self._turn_running:
+                return
+            fresh = non_echo_words(self._utt_words, self._recent)
+            if not fresh:
+                return
+            reply.barged = True
+            if self._utts:
+                self._utts[-1].barged = True
+            self.llm.cancel()
+            reply.tts.cancel()
+            played = self.speaker.stop()
+            reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate)
+        self.on_event(BargeIn(reply.turn, reply.heard_at_barge, " ".join(fresh)))
+
+    # -- turns --------------------------------------------------------------------
+
+    def _turn_loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                pending = self._turns.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            with self._lock:
+                self._turn_running = True
+            try:
+                self._run_turn(pending)
+            finally:
+                with self._lock:
+                    self._turn_running = False
+                    self._reply = None
+
+    def _run_turn(self, pending: _Pending) -> None:
+        turn = self._n_turns
+        self._n_turns += 1
+        self.on_event(TurnStart(turn, pending.text))
+        self.history.append({"role": "user", "content": pending.text})
+        messages = ([{"role": "system", "content": self.config.system}] if self.config.system else []) + list(
+            self.history
+        )
+        clock = pending.clock
+        reply = _Reply(turn=turn, tts=self.tts_factory(), clock=clock)
+        with self._lock:
+            self._reply = reply
+            self._recent = []
+        player = threading.Thread(target=self._guard(self._play, reply), name="voxcli-agent-play", daemon=True)
+        player.start()
+        metrics: dict[str, float] = {}
+        cut_off = False
+        clock.llm_request = self.clock()
+        try:
+            for d in self.llm.stream(messages):
+                if d.is_final:
+                    metrics = dict(d.metrics)
+                    cut_off = bool(metrics.get("cut_off"))
+                    break
+                if not d.text:
+                    continue
+                if clock.llm_first_token is None:
+                    clock.llm_first_token = self.clock()
+                reply.received += d.text
+                if not reply.barged:
+                    self._send(reply, d.text)
+        except BaseException:
+            reply.tts.cancel()
+            player.join(2.0)
+            raise
+        if cut_off and not reply.barged:
+            self.on_event(Notice("cut_off", "the answer was cut off"))
+            tail = "" if re.search(r"[.!?]\s*$", reply.received) or not reply.received.strip() else "."
+            self._send(reply, f"{tail} {self.config.cut_off_notice}")
+        if not reply.barged:
+            try:
+                reply.tts.finish()
+            except Exception:  # noqa: BLE001 - cancelled by a barge-in in between
+                if not reply.barged:
+                    raise
+        while player.is_alive() and not self._closed.is_set():
+            player.join(0.05)
+        if not reply.barged:
+            while not self.speaker.drain(0.05):
+                if self._closed.is_set() or reply.barged:
+                    break
+        clock.end = self.clock()
+        heard = reply.heard_at_barge if reply.barged else " ".join(reply.received.split())
+        if heard:
+            self.history.append({"role": "assistant", "content": heard})
+        rec = make_record(
+            turn, clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
+            cut_off=cut_off, llm=str(getattr(self.llm, "name", type(self.llm).__name__)), llm_metrics=metrics,
+        )
+        self.records.append(rec)
+        if self.config.log_turns and not self._closed.is_set():
+            append_turn(rec)
+        self.on_event(rec)
+
+    def _play(self, reply: _Reply) -> None:
+        """Move TTS audio to the speaker, remembering which text each sample speaks."""
+        for chunk in reply.tts.output:
+            if not isinstance(chunk, AudioChunk):
+                continue
+            if chunk.kind != "audio" or chunk.is_final:
+                with self._lock:
+                    if reply.spans and chunk.kind == "final":
+                        reply.spans[-1].complete = True
+                return  # final or cancelled sentinel
+            if reply.barged or self._closed.is_set():
+                continue  # drain the cancelled stream without playing it
+            at = self.speaker.write(chunk.audio)
+            if at is None:
+                continue
+            if reply.clock.first_audio is None:
+                reply.clock.first_audio = self.clock()
+            with self._lock:
+                if chunk.text or not reply.spans:  # a sentence's text rides on its first block
+                    if reply.spans:
+                        reply.spans[-1].complete = True
+                    reply.spans.append(Span(at, 0, chunk.text))
+                reply.spans[-1].n = at + int(chunk.audio.size) - reply.spans[-1].start
+                self._recent = (self._recent + words_of(chunk.text))[-self.config.echo_words :]
+            if chunk.text:
+                self.on_event(Spoken(reply.turn, chunk.text))
+
+    # -- helpers ------------------------------------------------------------------
+
+    @staticmethod
+    def _send(reply: _Reply, text: str) -> None:
+        try:
+            reply.tts.send(text)
+        except Exception:  # noqa: BLE001 - a barge-in cancelled the streamer between check and send
+            if not reply.barged:
+                raise
+
+    def _wall_of(self, sample: int) -> float:
+        """Wall time at which fed sample `sample` was captured (sends are real time)."""
+        best = self._stamps[-1]
+        for fed, t in reversed(self._stamps):  # the send that delivered `sample`: first with fed >= sample
+            if fed < sample:
+                break
+            best = (fed, t)
+        fed, t = best
+        return t - (fed - sample) / SAMPLE_RATE
+
+    def _guard(self, fn: Callable[..., None], *args: Any) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                fn(*args)
+            except BaseException as e:  # noqa: BLE001 - handed to the caller via .error
+                if self.error is None and not self._closed.is_set():
+                    self.error = e
+                    if not isinstance(e, BrokenPipeError):  # the reader left: nothing to tell
+                        self.on_event(Notice("error", str(e)))
+
+        return run

@@ -1,0 +1,117 @@
+"""Rich renderables for live captions (`voxcli transcribe`), with a plain fallback.
+
+On a terminal: finished utterances scroll above a live region holding the
+current line (stable words normal, volatile words grey) and a status line
+(audio time, worker RTF, lag). Elsewhere (pipes, CI, NO_COLOR): only stable
+words, appended as they commit, one line per utterance -- never a word that
+later changes, so a log reads like the transcript.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import IO, Protocol
+
+from voxcli.cli.views.tts import fancy_terminal
+from voxcli.events import Caption
+
+
+@dataclass(frozen=True)
+class StreamStatus:
+    """What the status line shows."""
+
+    audio_s: float
+    rtf: float
+    lag_s: float
+    source: str = ""
+
+
+class CaptionView(Protocol):
+    def update(self, cap: Caption, status: StreamStatus) -> None: ...
+    def close(self) -> None: ...
+
+
+class NullCaptionView:
+    """`--quiet`: shows nothing (stdout still gets the committed lines)."""
+
+    def update(self, cap: Caption, status: StreamStatus) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class PlainCaptionView:
+    """Appends newly stable words to a text stream; ends the line at each final."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self._shown = ""
+        self._open = False
+
+    def update(self, cap: Caption, status: StreamStatus) -> None:
+        if cap.stable.startswith(self._shown) and len(cap.stable) > len(self._shown):
+            self.stream.write(cap.stable[len(self._shown) :].lstrip() if not self._shown else cap.stable[len(self._shown) :])
+            self._shown, self._open = cap.stable, True
+        if cap.is_final:
+            if self._open:
+                self.stream.write("\n")
+            self._shown, self._open = "", False
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._open:
+            self.stream.write("\n")
+            self.stream.flush()
+        self._open = False
+
+
+class RichCaptionView:
+    """rich Live on stderr: history above, current caption (stable + grey volatile) and status below."""
+
+    def __init__(self, echo_finals: bool = True) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(stderr=True, highlight=False)
+        self.echo_finals = echo_finals
+        self._cap: Caption | None = None
+        self._status = StreamStatus(0.0, 0.0, 0.0)
+        # stdout stays ours: the live view must never capture the transcript lines.
+        self._live = Live(self._render(), console=self.console, refresh_per_second=12,
+                          transient=True, redirect_stdout=False, redirect_stderr=False)
+        self._live.start()
+
+    def _render(self):
+        from rich.console import Group
+        from rich.text import Text
+
+        line = Text()
+        if self._cap is not None and not self._cap.is_final:
+            line.append(self._cap.stable)
+            if self._cap.volatile:
+                line.append((" " if self._cap.stable else "") + self._cap.volatile, style="grey50")
+        s = self._status
+        status = Text(f"{s.audio_s:7.1f} s audio  ·  worker RTF {s.rtf:.2f}  ·  lag {s.lag_s:.1f} s"
+                      + (f"  ·  {s.source}" if s.source else ""), style="dim")
+        return Group(line if line.plain else Text("…", style="grey50"), status)
+
+    def update(self, cap: Caption, status: StreamStatus) -> None:
+        self._cap, self._status = cap, status
+        if cap.is_final and cap.stable and self.echo_finals:
+            self._live.console.print(cap.stable)
+        self._live.update(self._render())
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def caption_view(stdout_is_terminal: bool) -> CaptionView:
+    """The rich view on a terminal, the plain one elsewhere.
+
+    When stdout is the same terminal, finished lines are printed by the view
+    only (stdout would tear the live region); otherwise stdout gets them.
+    """
+    if fancy_terminal(sys.stderr):
+        return RichCaptionView(echo_finals=True)
+    return PlainCaptionView(sys.stderr)
