@@ -99,6 +99,11 @@ EXIT_MEANING = {
 
 # ----------------------------------------------------------------- roff helpers
 
+def literal(option_help: str) -> str:
+    """Option help is plain text in --help (voxcli.cli.views.help), not markup: only `\\[` means `[`."""
+    return option_help.replace("\\[", "[")
+
+
 def esc(text: str, code: bool = False) -> str:
     """Escape text for roff: backslashes, option dashes (every dash in code), non-ASCII, leading dots."""
     text = text.replace("\\", "\\e")
@@ -191,7 +196,7 @@ def options_to_roff(cmd, ctx) -> list[str]:
         names, helptext = rec
         raw = getattr(p, "help", None) or ""
         extra = helptext[len(raw):] if raw and helptext.startswith(raw) else ("" if raw else helptext)
-        body = (plain(raw) + extra).strip()
+        body = (literal(raw) + extra).strip()
         kind = "Option" if p.param_type_name == "option" else "Argument"
         if kind == "Argument":
             names = (p.metavar or p.name.upper()) if p.metavar else p.name.upper()

@@ -16,14 +16,23 @@ bench history and the chat turn log (JSON lines) live there.
 
 Both environment variables are read when the functions are called, never at
 import time, so tests can point them at a tmp dir per test.
+
+Keys: `KEYS` is the one table of settable keys (type, built-in default,
+one-line doc); the typed sections (`cfg.tts.voice`), `DEFAULTS`, `config
+show`, the man page and the environment variable names all come from it.
+`resolve(key, flag_value)` is the one place that applies flag > env > config
+> default; every command asks it (before, each command did it by hand, and
+`chat` and `bench asr` ignored some keys). Engine modules import the
+`DEFAULT_*` constants instead of writing the literals again.
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, Final, get_type_hints
+from typing import Any, Final, Optional
 
 from voxcli.errors import UsageError
 
@@ -35,6 +44,14 @@ else:  # pragma: no cover
 ENV_CONFIG: Final = "VOXCLI_CONFIG"
 ENV_DATA_DIR: Final = "VOXCLI_DATA_DIR"
 APP: Final = "voxcli"
+
+# Built-in values used in more than one module (the key table below and the engine).
+DEFAULT_ENDPOINT_MS: Final = 500.0  # silence hold (VAD) before a spoken turn or utterance ends
+DEFAULT_BARGE_IN_MS: Final = 300.0  # speech needed to interrupt the assistant in chat
+DEFAULT_STEP_MS: Final = 500  # streaming ASR re-decode interval while speech continues
+DEFAULT_AGREEMENT: Final = 2  # LocalAgreement n: hypotheses that must agree before a word is stable
+
+log = logging.getLogger(__name__)
 
 BENCH_HISTORY: Final = "bench_history.jsonl"
 TURN_LOG: Final = "turns.jsonl"
@@ -74,80 +91,82 @@ def turn_log_path() -> Path:
     return data_dir() / TURN_LOG
 
 
-# --- typed sections -------------------------------------------------------------------
+# --- the one table of keys ------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TTSSection:
-    voice: str | None = None
-    """Default voice for speak/bench/chat."""
+class KeySpec:
+    """One settable key: `voxcli config set KEY VALUE`, `VOXCLI_SECTION_KEY`, `resolve(KEY, flag)`."""
+
+    key: str
+    """Dotted name, e.g. "tts.voice"."""
+    type: type
+    """str, float or int: what the file must hold and `set` and the environment are parsed as."""
+    default: Any
+    """The built-in value; None means "none" (e.g. the catalog's default model, no budget)."""
+    doc: str
+    """One line for `config show` and the man page."""
+
+    @property
+    def env(self) -> str:
+        return "VOXCLI_" + self.key.replace(".", "_").upper()
 
 
-@dataclass(frozen=True)
-class ASRSection:
-    model: str | None = None
-    endpoint_ms: float | None = None
-    """Silence hold before a turn ends (the ledger's endpoint term)."""
+def _ledger_terms() -> tuple[KeySpec, ...]:
+    # Unset: the preset's value (voxcli.bench.ledger); names as the ledger's --<term> flags.
+    names = ("uplink", "endpoint", "asr_tail", "hops", "llm_ttft", "tts_first_audio", "downlink")
+    return tuple(KeySpec(f"ledger.{n}_ms", float, None, f"ledger term {n}_ms (unset: the preset's)") for n in names)
 
 
-@dataclass(frozen=True)
-class DevicesSection:
-    input: str | None = None
-    output: str | None = None
+KEYS: Final[tuple[KeySpec, ...]] = (
+    KeySpec("tts.voice", str, None, "default voice for speak, bench and chat (unset: the catalog's)"),
+    KeySpec("asr.model", str, None, "default ASR model for transcribe, bench asr and chat (unset: the catalog's)"),
+    KeySpec("asr.endpoint_ms", float, DEFAULT_ENDPOINT_MS, "silence hold before a spoken turn ends"),
+    KeySpec("devices.input", str, None, "microphone: device index or name substring (unset: the system's)"),
+    KeySpec("devices.output", str, None, "speaker: device index or name substring (unset: the system's)"),
+    KeySpec("chat.llm_url", str, None, "OpenAI-compatible server base URL (…/v1); unset = on-device LLM"),
+    KeySpec("chat.llm_model", str, None, "model name sent to the LLM server"),
+    KeySpec("chat.system", str, None, "system prompt for chat"),
+    KeySpec("chat.barge_in_ms", float, DEFAULT_BARGE_IN_MS, "speech needed to interrupt the assistant"),
+    KeySpec("bench.max_p50_ms", float, None, "CI budget: fail bench ttfa if warm TTFA p50 exceeds this"),
+    KeySpec("bench.max_p95_ms", float, None, "CI budget: fail bench ttfa if warm TTFA p95 exceeds this"),
+    KeySpec("bench.runs", int, 5, "timed runs per text"),
+    KeySpec("bench.warmup", int, 1, "discarded runs per text"),
+    KeySpec("ledger.preset", str, "default", "ledger preset name"),
+    *_ledger_terms(),
+)
+
+DEFAULTS: Final[dict[str, Any]] = {k.key: k.default for k in KEYS}
+"""Every key's built-in value: what `resolve()` falls back to and `config show` reports."""
 
 
-@dataclass(frozen=True)
-class ChatSection:
-    llm_url: str | None = None
-    llm_model: str | None = None
-    system: str | None = None
-    barge_in_ms: float | None = None
+def config_keys() -> dict[str, KeySpec]:
+    """Every valid dotted key, in table order."""
+    return {k.key: k for k in KEYS}
 
 
-@dataclass(frozen=True)
-class BenchSection:
-    max_p50_ms: float | None = None
-    """CI budget on warm TTFA p50 (same as --max-p50-ms)."""
-    max_p95_ms: float | None = None
-    """CI budget on warm TTFA p95 (same as --max-p95-ms)."""
-    runs: int | None = None
-    warmup: int | None = None
+def _section_classes() -> dict[str, type]:
+    # The typed view (`cfg.bench.max_p95_ms`): one frozen dataclass per section, fields from KEYS.
+    sections: dict[str, list[KeySpec]] = {}
+    for k in KEYS:
+        sections.setdefault(k.key.partition(".")[0], []).append(k)
+    return {name: make_dataclass(f"{name.title()}Section",
+                                 [(k.key.partition(".")[2], Optional[k.type], field(default=None)) for k in keys],
+                                 frozen=True)
+            for name, keys in sections.items()}
 
 
-@dataclass(frozen=True)
-class LedgerSection:
-    preset: str | None = None
-    uplink_ms: float | None = None
-    endpoint_ms: float | None = None
-    asr_tail_ms: float | None = None
-    hops_ms: float | None = None
-    llm_ttft_ms: float | None = None
-    tts_first_audio_ms: float | None = None
-    downlink_ms: float | None = None
-
-
-_SECTIONS: Final = {
-    "tts": TTSSection,
-    "asr": ASRSection,
-    "devices": DevicesSection,
-    "chat": ChatSection,
-    "bench": BenchSection,
-    "ledger": LedgerSection,
-}
+_SECTIONS: Final = _section_classes()
 
 
 @dataclass(frozen=True)
 class Config:
-    """The typed view of the config file; every field defaults to None (= not set)."""
+    """The config file with the environment laid over it; a key not set in either is None."""
 
     path: Path
     exists: bool = False
-    tts: TTSSection = field(default_factory=TTSSection)
-    asr: ASRSection = field(default_factory=ASRSection)
-    devices: DevicesSection = field(default_factory=DevicesSection)
-    chat: ChatSection = field(default_factory=ChatSection)
-    bench: BenchSection = field(default_factory=BenchSection)
-    ledger: LedgerSection = field(default_factory=LedgerSection)
+    values: dict[str, Any] = field(default_factory=dict)
+    """dotted key -> value, for every key that is set."""
     warnings: tuple[str, ...] = ()
     """Unknown sections/keys, one sentence each, for the CLI to print."""
     sources: dict[str, str] = field(default_factory=dict)
@@ -155,52 +174,39 @@ class Config:
 
     def get(self, dotted: str) -> Any:
         """`cfg.get("bench.max_p95_ms")` -> the value or None."""
-        section, _, key = dotted.partition(".")
-        return getattr(getattr(self, section), key)
+        return self.values.get(dotted)
+
+    def __getattr__(self, section: str) -> Any:
+        """`cfg.tts.voice`: a typed, frozen view of one section."""
+        cls = _SECTIONS.get(section)
+        if cls is None:
+            raise AttributeError(section)
+        prefix = section + "."
+        return cls(**{k[len(prefix):]: v for k, v in self.values.items() if k.startswith(prefix)})
 
 
-@dataclass(frozen=True)
-class KeySpec:
-    """One settable key: `voxcli config set KEY VALUE` and `VOXCLI_SECTION_KEY`."""
+def resolve(key: str, flag_value: Any = None, *, config: Config | None = None) -> Any:
+    """The value a command uses for `key`: flag > env (VOXCLI_*) > config file > `DEFAULTS`.
 
-    key: str
-    """Dotted name, e.g. "tts.voice"."""
-    type: type
-    """str, float or int: what `set` and the environment are parsed as."""
-    env: str
-    doc: str
-
-
-# Field docstrings are not introspectable; one line per key for `config show` and the man page.
-_DOCS: Final = {
-    "tts.voice": "default voice for speak, bench and chat",
-    "asr.model": "default ASR model for transcribe and chat",
-    "asr.endpoint_ms": "silence hold before a spoken turn ends (chat, ledger)",
-    "devices.input": "microphone: device index or name substring",
-    "devices.output": "speaker: device index or name substring",
-    "chat.llm_url": "OpenAI-compatible server base URL (…/v1); unset = on-device LLM",
-    "chat.llm_model": "model name sent to the LLM server",
-    "chat.system": "system prompt for chat",
-    "chat.barge_in_ms": "speech needed to interrupt the assistant",
-    "bench.max_p50_ms": "CI budget: fail bench ttfa if warm TTFA p50 exceeds this",
-    "bench.max_p95_ms": "CI budget: fail bench ttfa if warm TTFA p95 exceeds this",
-    "bench.runs": "timed runs per text",
-    "bench.warmup": "discarded runs per text",
-    "ledger.preset": "ledger preset name",
-}
-
-
-def config_keys() -> dict[str, KeySpec]:
-    """Every valid dotted key, in section order."""
-    out: dict[str, KeySpec] = {}
-    for section, cls in _SECTIONS.items():
-        hints = get_type_hints(cls)
-        for f in fields(cls):
-            want = [t for t in getattr(hints[f.name], "__args__", (hints[f.name],)) if t is not type(None)][0]
-            key = f"{section}.{f.name}"
-            doc = _DOCS.get(key) or (f"ledger term {f.name}" if section == "ledger" else "")
-            out[key] = KeySpec(key, want, f"VOXCLI_{section}_{f.name}".upper(), doc)
-    return out
+    `flag_value` None means "not given on the command line". Pass `config`
+    when resolving several keys so the file is read once. With --verbose
+    the CLI shows one line per key saying where the value came from.
+    """
+    if key not in DEFAULTS:
+        raise KeyError(f"unknown config key {key!r}")
+    if flag_value is not None:
+        value, where = flag_value, "flag"
+    else:
+        cfg = config if config is not None else load_config()
+        value = cfg.get(key)
+        if value is None:
+            value, where = DEFAULTS[key], "default"
+        elif cfg.sources.get(key) == "env":
+            where = f"env {config_keys()[key].env}"
+        else:
+            where = f"config {cfg.path}"
+    log.info("%s = %r (%s)", key, value, where)
+    return value
 
 
 def parse_value(spec: KeySpec, text: str, where: str = "") -> Any:
@@ -224,19 +230,14 @@ def parse_value(spec: KeySpec, text: str, where: str = "") -> Any:
     return value
 
 
-def _env_overlay(sections: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
-    # Environment beats the file: replace each section field whose VOXCLI_* variable is non-empty.
-    from dataclasses import replace
-
-    for spec in config_keys().values():
+def _env_overlay(values: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
+    # Environment beats the file: every key whose VOXCLI_* variable is non-empty.
+    for spec in KEYS:
         raw = os.environ.get(spec.env, "")
-        if not raw.strip():
-            continue
-        section, _, name = spec.key.partition(".")
-        current = sections.get(section) or _SECTIONS[section]()
-        sections[section] = replace(current, **{name: parse_value(spec, raw, f"${spec.env}")})
-        sources[spec.key] = "env"
-    return sections
+        if raw.strip():
+            values[spec.key] = parse_value(spec, raw, f"${spec.env}")
+            sources[spec.key] = "env"
+    return values
 
 
 def toml_error_line(e: Exception) -> int | None:
@@ -250,9 +251,8 @@ def toml_error_line(e: Exception) -> int | None:
     return line
 
 
-def _coerce(value: Any, hint: Any, where: str, path: Path) -> Any:
-    # One-line type check per declared field: str | float | int (bool is not a number here).
-    want = [t for t in getattr(hint, "__args__", (hint,)) if t is not type(None)][0]
+def _coerce(value: Any, want: type, where: str, path: Path) -> Any:
+    # One-line type check per key: str | float | int (bool is not a number here).
     if want is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if want is int and isinstance(value, int) and not isinstance(value, bool):
@@ -270,7 +270,7 @@ def load_config(path: Path | None = None) -> Config:
     try:
         raw_bytes = path.read_bytes()
     except FileNotFoundError:
-        return Config(path=path, sources=sources, **_env_overlay({}, sources))
+        return Config(path=path, values=_env_overlay({}, sources), sources=sources)
     except IsADirectoryError:
         raise UsageError(f"{path}: config file is a directory") from None
     except OSError as e:
@@ -290,23 +290,21 @@ def load_config(path: Path | None = None) -> Config:
         ) from None
 
     warnings: list[str] = []
-    sections: dict[str, Any] = {}
-    for name, value in raw.items():
-        cls = _SECTIONS.get(name)
-        if cls is None:
+    values: dict[str, Any] = {}
+    keys = config_keys()
+    for name, table in raw.items():
+        if name not in _SECTIONS:
             warnings.append(f"{path}: unknown section [{name}] ignored (known: {', '.join(_SECTIONS)})")
             continue
-        if not isinstance(value, dict):
+        if not isinstance(table, dict):
             raise UsageError(f"{path}: {name} must be a [{name}] table")
-        hints = get_type_hints(cls)
-        known = {f.name for f in fields(cls)}
-        kwargs = {}
-        for key, v in value.items():
-            if key not in known:
-                warnings.append(f"{path}: unknown key {key!r} in [{name}] ignored (known: {', '.join(sorted(known))})")
+        for key, v in table.items():
+            spec = keys.get(f"{name}.{key}")
+            if spec is None:
+                known = sorted(k.partition(".")[2] for k in keys if k.startswith(name + "."))
+                warnings.append(f"{path}: unknown key {key!r} in [{name}] ignored (known: {', '.join(known)})")
                 continue
-            kwargs[key] = _coerce(v, hints[key], f"[{name}] {key}", path)
-            sources[f"{name}.{key}"] = "config"
-        sections[name] = cls(**kwargs)
-    sections = _env_overlay(sections, sources)
-    return Config(path=path, exists=True, warnings=tuple(warnings), sources=sources, **sections)
+            values[spec.key] = _coerce(v, spec.type, f"[{name}] {key}", path)
+            sources[spec.key] = "config"
+    return Config(path=path, exists=True, values=_env_overlay(values, sources), warnings=tuple(warnings),
+                  sources=sources)

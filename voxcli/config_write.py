@@ -1,25 +1,24 @@
 """Changing the config file, and explaining where each effective value comes from.
 
-`set_key`/`unset_key` read the file with tomllib, change one key and write it
-back with tomli-w to a temp file in the same directory followed by
-`os.replace`, so a crash never leaves half a config. Round-tripping through
-tomli-w drops comments; unknown sections and keys are kept as they were.
+`set_key`/`unset_key` edit the file with tomlkit, which changes one key and
+keeps everything else byte for byte: the user's comments, blank lines, key
+order and unknown sections (tomli-w, used before, rewrote the whole file and
+deleted every comment). The file is replaced atomically (`fsutil.atomic_write`),
+so a crash never leaves half a config.
 
 `effective_settings()` is what `voxcli config show` prints: for every key the
 value a command would use when no flag is given, and its source
-(env > config > default). The built-in defaults here mirror the commands'
-own defaults and exist to be shown, not to be applied.
+(env > config > default). The built-in values come from `voxcli.config.DEFAULTS`, the same table
+`resolve()` applies; only the default model names are looked up in the catalog.
 """
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from voxcli.config import config_keys, config_path, load_config, parse_value, toml_error_line
+from voxcli.config import DEFAULTS, config_keys, config_path, load_config, parse_value, toml_error_line
 from voxcli.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -38,15 +37,7 @@ def builtin_defaults() -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - a broken user catalog must not break `config show`
             return None
 
-    return {
-        "tts.voice": model("tts"),
-        "asr.model": model("asr"),
-        "asr.endpoint_ms": 500.0,
-        "chat.barge_in_ms": 300.0,
-        "bench.runs": 5,
-        "bench.warmup": 1,
-        "ledger.preset": "default",
-    }
+    return {**DEFAULTS, "tts.voice": model("tts"), "asr.model": model("asr")}
 
 
 @dataclass(frozen=True)
@@ -87,63 +78,74 @@ def check_key(key: str) -> None:
         )
 
 
-def _read_raw(path: Path) -> dict[str, Any]:
+def _read_doc(path: Path) -> Any:
+    """The file as a tomlkit document (empty when missing); invalid TOML is a UsageError naming the line."""
+    import tomlkit
+
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return tomlkit.document()
     except UnicodeDecodeError:
         raise UsageError(f"{path}: config file is not UTF-8 text") from None
     except OSError as e:
         raise UsageError(f"{path}: cannot read config file: {e.strerror or e}") from None
     try:
-        return tomllib.loads(text)
+        tomllib.loads(text)  # the same error message (and line) as every other command reading the file
     except tomllib.TOMLDecodeError as e:
         line = toml_error_line(e)
         raise UsageError(f"{path}: invalid TOML: {e}", hint=f"fix line {line} by hand first (`voxcli config path`)"
                          if line else "fix the file by hand first") from None
+    return tomlkit.parse(text)
 
 
-def _write_atomic(path: Path, data: dict[str, Any]) -> None:
-    import tomli_w
+def _write(path: Path, doc: Any) -> None:
+    from voxcli.fsutil import atomic_write
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".config.", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            tomli_w.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = doc.as_string()
+    # A table added and later removed leaves tomlkit's separating blank line behind: end with one newline.
+    atomic_write(path, text.rstrip("\n") + "\n" if text.strip() else "")
+
+
+def _table(doc: Any, section: str, path: Path, create: bool) -> Any:
+    from collections.abc import MutableMapping
+
+    import tomlkit
+
+    table = doc.get(section)
+    if table is None and create:
+        table = tomlkit.table()
+        doc.add(section, table)
+        table = doc[section]
+    if table is not None and not isinstance(table, MutableMapping):
+        raise UsageError(f"{path}: {section} must be a [{section}] table", hint="fix the file by hand first")
+    return table
 
 
 def set_key(key: str, text: str, path: Path | None = None) -> Any:
-    """Type-check `text` for `key`, write it, and return the parsed value."""
+    """Type-check `text` for `key`, write it (comments and layout kept), and return the parsed value."""
     check_key(key)
     path = path or config_path()
     value = parse_value(config_keys()[key], text)
-    data = _read_raw(path)
+    doc = _read_doc(path)
     section, _, name = key.partition(".")
-    table = data.setdefault(section, {})
-    if not isinstance(table, dict):
-        raise UsageError(f"{path}: {section} must be a [{section}] table", hint="fix the file by hand first")
-    table[name] = value
-    _write_atomic(path, data)
+    _table(doc, section, path, create=True)[name] = value
+    _write(path, doc)
     return value
 
 
 def unset_key(key: str, path: Path | None = None) -> bool:
-    """Remove `key` from the file (and its table when empty); False if it was not set."""
+    """Remove `key` from the file (and its table when nothing, not even a comment, is left); False if not set."""
     check_key(key)
     path = path or config_path()
-    data = _read_raw(path)
+    doc = _read_doc(path)
     section, _, name = key.partition(".")
-    table = data.get(section)
-    if not isinstance(table, dict) or name not in table:
+    table = _table(doc, section, path, create=False)
+    if table is None or name not in table:
         return False
     del table[name]
-    if not table:
-        del data[section]
-    _write_atomic(path, data)
+    if not table and "#" not in doc[section].as_string():
+        del doc[section]
+    _write(path, doc)
     return True

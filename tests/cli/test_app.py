@@ -47,9 +47,9 @@ def test_unknown_command_is_one_line_usage_error_without_traceback():
 
 
 def test_unknown_option_names_the_subcommand_help():
-    r = _run("pull", "--bogus")
+    r = _run("pull", "--zzz-bogus")
     assert r.returncode == ExitCode.USAGE
-    assert r.stderr.splitlines() == ["voxcli: error: No such option: --bogus", "hint: see `voxcli pull --help`"]
+    assert r.stderr.splitlines() == ["voxcli: error: No such option: --zzz-bogus", "hint: see `voxcli pull --help`"]
 
 
 def test_vox_errors_map_to_their_exit_code_and_debug_adds_traceback():

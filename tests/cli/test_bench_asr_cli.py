@@ -46,3 +46,68 @@ def test_metrics_on_scripted_captions() -> None:
     assert retractions(caps) == 1
     # hello: seen 1.0, stable 2.0; world: seen (same word) 1.5, stable 2.5; hi: 0
     assert commit_delays(caps) == [1.0, 1.0, 0.0]
+
+
+def test_asr_model_from_the_config_is_used(speech_samples, tmp_path, isolated_env) -> None:
+    """Before: `bench asr` ignored every asr.* setting and always benchmarked the default model."""
+    (isolated_env / "config.toml").write_text('[asr]\nmodel = "no-such-asr-model"\n')
+    ref = tmp_path / "beckett.txt"
+    ref.write_text(BECKETT_REF)
+    r = CliRunner().invoke(app, ["bench", "asr", str(speech_samples["beckett"]), "--ref", str(ref), "--speed", "0"])
+    assert r.exit_code == 3, r.stderr
+    assert "unknown asr model 'no-such-asr-model'" in r.stderr
+
+
+def test_endpoint_from_the_environment_and_the_plain_view(speech_samples, tmp_path, monkeypatch) -> None:
+    """asr.endpoint_ms reaches the streamer (env beats the built-in 500 ms), and without a terminal
+    the summary is plain text: no rich table, no escape codes (before: rich only)."""
+    monkeypatch.setenv("VOXCLI_ASR_ENDPOINT_MS", "700")
+    ref = tmp_path / "beckett.txt"
+    ref.write_text(BECKETT_REF)
+    r = CliRunner().invoke(app, ["bench", "asr", str(speech_samples["beckett"]), "--ref", str(ref), "--speed", "0"],
+                           catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == ""
+    assert "model moonshine-tiny-en, endpoint 700 ms, step 500 ms, agreement 2, speed 0" in r.stderr
+    lines = r.stderr.splitlines()
+    assert any(line.startswith("streaming WER ") for line in lines), r.stderr
+    assert any(line.split() == ["retractions", "0"] for line in lines), r.stderr
+    assert "\x1b[" not in r.stderr and "━" not in r.stderr and "┃" not in r.stderr
+
+
+def test_endpoint_ms_has_the_cli_wide_range(speech_samples) -> None:
+    """--endpoint-ms took any value >= 100 here, 100..5000 in chat and >= 0 in ledger."""
+    r = CliRunner().invoke(app, ["bench", "asr", str(speech_samples["beckett"]), "--endpoint-ms", "20000"])
+    assert r.exit_code == 2 and "--endpoint-ms" in r.stderr
+
+
+def test_summary_views_agree_and_the_plain_one_needs_no_rich() -> None:
+    """The same rows in both renderings; the plain path never imports rich (checked in a fresh process)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from voxcli.cli.views.bench import show_asr\n"
+        f"show_asr({SUMMARY!r}, 'm', fancy=False)\n"
+        "print('rich' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
+    assert "streaming WER" in r.stderr and "commit delay p95" in r.stderr and "12.5%" in r.stderr
+
+
+def test_rich_summary_has_the_same_rows(capsys) -> None:
+    from voxcli.cli.views.bench import show_asr
+
+    show_asr(SUMMARY, "m", fancy=True)
+    err = capsys.readouterr().err
+    assert "streaming WER" in err and "commit delay p95" in err and "12.5%" in err and "endpoint 500 ms" in err
+
+
+SUMMARY = {
+    "event": "bench_asr", "files": 1, "audio_s": 9.5, "ref_words": 12, "batch_wer": 0.0, "stream_wer": 0.125,
+    "retractions": 0, "commit_delay_p50_s": 0.5, "commit_delay_p95_s": 1.0, "worker_rtf": 0.2, "max_lag_s": 0.4,
+    "peak_rss_mb": 300.0, "speed": 0.0, "step_ms": 500, "agreement": 2, "endpoint_ms": 500,
+}

@@ -106,6 +106,43 @@ def test_bench_ttfa_usage_errors(runner):
     assert r.exit_code == 2 and "no such file" in r.stderr
 
 
+def test_dash_v_is_verbose_not_voice(runner):
+    """`-v` is the global --verbose; `bench ttfa -v` used to take the next word as a voice name."""
+    r = runner.invoke(app, ["bench", "ttfa", "-v", "--compare", "piper"])
+    assert r.exit_code == 2 and "--compare must be 'batch'" in r.stderr, r.stderr
+    r = runner.invoke(app, ["bench", "ttfa", "--help"], env={"COLUMNS": "200"})
+    voice_line = next(line for line in r.stdout.splitlines() if "--voice" in line)
+    assert "-v " not in voice_line and "-v," not in voice_line
+
+
+def test_settings_come_from_env_and_config_and_the_flag_wins(runner, isolated_env, monkeypatch):
+    """bench ttfa reads tts.voice, bench.runs/warmup and the budgets through the one resolver."""
+    from voxcli.cli.bench import TTFASettings, ttfa_settings
+
+    (isolated_env / "config.toml").write_text('[tts]\nvoice = "cfg-voice"\n[bench]\nruns = 7\nmax_p95_ms = 300\n')
+    monkeypatch.setenv("VOXCLI_BENCH_RUNS", "3")
+    monkeypatch.setenv("VOXCLI_BENCH_MAX_P50_MS", "120")
+    assert ttfa_settings(None, None, None, None, None) == TTFASettings(
+        voice="cfg-voice", runs=3, warmup=1, max_p50_ms=120.0, max_p95_ms=300.0)
+    assert ttfa_settings("flag-voice", 2, 0, 50.0, 60.0) == TTFASettings(
+        voice="flag-voice", runs=2, warmup=0, max_p50_ms=50.0, max_p95_ms=60.0)
+
+
+def test_views_render_plain_and_rich_from_the_same_rows(capsys):
+    """Without a terminal the bench tables are plain aligned text; on one, rich draws the same rows."""
+    from voxcli.cli.views.bench import show_history
+
+    entries = [{"timestamp": f"2026-01-0{i}", "metrics": {"ttfa_ms": {"p50": v, "p95": v * 2}}}
+               for i, v in ((1, 80.0), (2, 60.0), (3, 45.0))]
+    show_history(entries, ("ttfa_ms", "rtf"), "h.jsonl", fancy=False)
+    plain = capsys.readouterr().err
+    assert plain.splitlines()[0] == "bench history: 3 run(s), 2026-01-01 .. 2026-01-03 (h.jsonl)"
+    assert plain.splitlines()[2].split() == ["TTFA", "ms", "█▄▁", "80.0", "60.0", "45.0", "90.0", "-25%"]
+    show_history(entries, ("ttfa_ms", "rtf"), "h.jsonl", fancy=True)
+    rich = capsys.readouterr().err
+    assert "3 run(s)" in rich and "█▄▁" in rich and "-25%" in rich
+
+
 def test_ledger_measured_marks_each_term(runner, real_cache, isolated_env):
     from voxcli.chat.turnlog import TurnClock, append_turn, make_record
 

@@ -64,11 +64,11 @@ def runner(real_cache, monkeypatch) -> CliRunner:
 def hear(asr_model, path: Path) -> str:
     """What our ASR understands in the reply file (VAD-segmented, lower case, no punctuation)."""
     from voxcli.audio.files import read_audio
-    from voxcli.asr.endpointer import SileroVAD, speech_segments
-    from voxcli.hub.registry import resolve_model
+    from voxcli.asr.endpointer import speech_segments
+    from voxcli.runtimes.silero_vad import SileroVAD
 
     audio, _ = read_audio(path, 16000)
-    vad = SileroVAD.load(resolve_model("silero-vad", kind="vad").file("silero_vad.onnx"))
+    vad = SileroVAD.resolve()
     words = []
     for a, b in speech_segments(vad, audio):
         words += [w.text for w in asr_model.transcribe(audio[a:b])]
@@ -136,8 +136,9 @@ def test_barge_in_cancels_the_reply_and_history_keeps_what_was_heard(runner, tur
 def test_half_duplex_does_not_barge_in(runner, turns, tmp_path):
     with ChatServer(Script(replies=[A2], token_delay=0.01)) as srv:
         r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--half-duplex", "--input", str(turns["q1"]),
-                                "--input", f"{turns['q2']}@0.3", "--json", "--no-log"])
+                                "--input", f"{turns['q2']}@0.3", "--json", "--no-log", "--verbose"])
     assert r.exit_code == 0, r.stderr
+    assert "voxcli: threads per model: TTS " in r.stderr  # --verbose after the subcommand shows the budget
     recs = [e for e in events(r.stdout) if e["event"] == "turn"]
     assert recs and not recs[0]["interrupted"] and recs[0]["assistant"] == A2
     assert not any(e["event"] == "barge_in" for e in events(r.stdout))
@@ -191,6 +192,80 @@ def test_usage_errors(runner, tmp_path):
     assert r.exit_code == 2 and "missing.wav" in r.stderr
 
 
+def test_help_shows_config_section_names(runner):
+    """rich took `[chat]` in "default: config [chat] llm_url" for a markup tag and printed nothing."""
+    r = runner.invoke(app, ["chat", "--help"], env={"COLUMNS": "250"})
+    assert r.exit_code == 0
+    assert "default: config [chat] llm_url" in r.stdout
+
+
+def test_settings_mic_is_devices_input_and_speaker_devices_output(isolated_env, monkeypatch):
+    """Before: the mic was opened with devices.output and asr.model was ignored."""
+    from voxcli.cli.chat import chat_settings
+
+    (isolated_env / "config.toml").write_text(
+        '[devices]\ninput = "cfg-mic"\noutput = "cfg-speaker"\n[asr]\nmodel = "cfg-asr"\n[chat]\nbarge_in_ms = 450\n')
+    s = chat_settings()
+    assert (s.mic_device, s.speaker_device, s.asr_model) == ("cfg-mic", "cfg-speaker", "cfg-asr")
+    assert (s.endpoint_ms, s.barge_in_ms, s.url) == (500.0, 450.0, None)
+    monkeypatch.setenv("VOXCLI_DEVICES_INPUT", "env-mic")
+    monkeypatch.setenv("VOXCLI_ASR_ENDPOINT_MS", "800")
+    s = chat_settings()
+    assert (s.mic_device, s.speaker_device, s.endpoint_ms) == ("env-mic", "cfg-speaker", 800.0)
+    s = chat_settings(device="headset", model="flag-asr", endpoint_ms=300)  # --device names both directions
+    assert (s.mic_device, s.speaker_device, s.asr_model, s.endpoint_ms) == ("headset", "headset", "flag-asr", 300.0)
+
+
+def test_asr_model_from_the_config_is_used(runner, turns, isolated_env):
+    (isolated_env / "config.toml").write_text('[asr]\nmodel = "no-such-asr-model"\n')
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    r = runner.invoke(app, ["chat", "--llm-url", url, "--input", str(turns["q1"]), "--no-log"])
+    assert r.exit_code == 3, r.stderr  # before: the default model ran and the dead server failed the turn (exit 1)
+    assert "unknown asr model 'no-such-asr-model'" in r.stderr
+
+
+def test_the_microphone_is_devices_input(real_cache, isolated_env):
+    """The mic comes from devices.input (before: devices.output, so this config was never read)."""
+    (isolated_env / "config.toml").write_text('[devices]\ninput = "no-such-mic-anywhere"\n')
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    r = subprocess.run([sys.executable, "-m", "voxcli", "chat", "--llm-url", url, "--no-log"],
+                       capture_output=True, text=True, timeout=180, env={**os.environ, "NO_COLOR": "1"})
+    assert r.returncode == 5, r.stderr
+    assert "no input device matches 'no-such-mic-anywhere'" in r.stderr
+    assert "hint: chat from files instead: voxcli chat --input q.wav" in r.stderr
+
+
+_NO_PORTAUDIO = """
+import sys
+
+class _NoPortAudio:
+    def find_spec(self, name, path=None, target=None):
+        if name == "sounddevice" or name.startswith("sounddevice."):
+            raise OSError("PortAudio library not found")
+        return None
+
+sys.meta_path.insert(0, _NoPortAudio())
+"""
+
+
+def test_without_portaudio_the_hint_fits_chat(tmp_path, real_cache):
+    """Before: chat loaded four models, then hinted speak's "use -o out.wav or --raw"."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_NO_PORTAUDIO)
+    env = {**os.environ, "NO_COLOR": "1",
+           "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)}
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "voxcli", "chat", "--llm-url", url, "--no-log"],
+                       capture_output=True, text=True, timeout=180, env=env)
+    assert r.returncode == 5, r.stderr
+    assert "PortAudio library not found" in r.stderr
+    hint = [line for line in r.stderr.splitlines() if line.startswith("hint:")]
+    assert hint and "voxcli chat --input q.wav -o replies.wav" in hint[0] and "--raw" not in hint[0], r.stderr
+    assert time.monotonic() - t0 < 20  # no models loaded first
+
+
 def test_ctrl_c_while_speaking_exits_130_promptly(turns, real_cache, tmp_path):
     with ChatServer(Script(replies=[A1 * 3], token_delay=0.05)) as srv:
         env = {**os.environ, "VOXCLI_CACHE_DIR": str(real_cache), "NO_COLOR": "1"}
@@ -237,7 +312,11 @@ def test_live_mic_and_speaker_through_the_null_sink_half_duplex(turns, real_cach
                               "--half-duplex", "--json", "--no-log"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
         try:
-            time.sleep(6)  # models loaded, mic open
+            deadline = time.monotonic() + 90
+            for line in p.stderr:  # models loaded, mic open (a fixed sleep was too short on a busy machine)
+                if "Ctrl-C to end" in line:
+                    break
+                assert time.monotonic() < deadline
             subprocess.run(["paplay", "-d", sink, str(turns["q1"])], check=True, timeout=30)
             assert srv.wait_for(lambda: srv.records and srv.records[0].t_end is not None, 30)
             time.sleep(6)  # the reply plays; any self-heard echo would start a second turn here

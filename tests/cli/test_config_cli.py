@@ -128,3 +128,29 @@ def test_console_script_exit_code(isolated_env):
     p = subprocess.run([sys.executable, "-m", "voxcli", "config", "set", "nope", "1"],
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 2 and p.stderr.startswith("voxcli: error: unknown config key 'nope'")
+
+
+def test_set_and_unset_keep_the_users_comments_and_layout(isolated_env):
+    """`config set` used to rewrite the file with tomli-w and delete every comment."""
+    cfg = isolated_env / "config.toml"
+    original = (
+        "# my voxcli settings\n"
+        "\n"
+        "[bench]\n"
+        "# CI budget, agreed with the team\n"
+        "max_p95_ms = 300.0  # ms\n"
+        "runs = 5\n"
+        "\n"
+        "[my_plugin]  # not ours: kept as is\n"
+        "x = 1\n"
+    )
+    cfg.write_text(original)
+    assert vox("config", "set", "bench.max_p95_ms", "250").exit_code == 0
+    assert cfg.read_text() == original.replace("max_p95_ms = 300.0", "max_p95_ms = 250.0")
+    assert vox("config", "set", "asr.endpoint_ms", "400").exit_code == 0
+    text = cfg.read_text()
+    assert text.startswith(original.replace("max_p95_ms = 300.0", "max_p95_ms = 250.0"))
+    assert tomllib.loads(text)["asr"] == {"endpoint_ms": 400.0}
+    assert vox("config", "unset", "asr.endpoint_ms").exit_code == 0
+    assert vox("config", "unset", "bench.runs").exit_code == 0
+    assert cfg.read_text() == original.replace("max_p95_ms = 300.0", "max_p95_ms = 250.0").replace("runs = 5\n", "")

@@ -82,3 +82,39 @@ def test_schedule_json_and_table(runner):
 def test_schedule_bad_words(runner):
     r = runner.invoke(app, ["ledger", "schedule", "--words", "3,x"])
     assert r.exit_code == 2 and "--words must be comma-separated" in r.stderr
+
+
+def test_environment_sits_between_flag_and_config(runner, tmp_path, monkeypatch):
+    """Every ledger key goes through the one resolver: flag > VOXCLI_LEDGER_* > config > preset."""
+    (tmp_path / "config.toml").write_text("[ledger]\nhops_ms = 10\nllm_ttft_ms = 500\n")
+    monkeypatch.setenv("VOXCLI_LEDGER_HOPS_MS", "40")
+    monkeypatch.setenv("VOXCLI_LEDGER_PRESET", "webrtc")
+    doc = json.loads(runner.invoke(app, ["ledger", "--json"], catch_exceptions=False).stdout)
+    assert doc["preset"] == "webrtc"
+    assert doc["terms"]["hops_ms"] == 40 and doc["sources"]["hops_ms"] == "env"
+    assert doc["terms"]["llm_ttft_ms"] == 500 and doc["sources"]["llm_ttft_ms"] == "config"
+    doc = json.loads(runner.invoke(app, ["ledger", "--json", "--hops-ms", "5", "-p", "default"]).stdout)
+    assert doc["preset"] == "default" and doc["terms"]["hops_ms"] == 5 and doc["sources"]["hops_ms"] == "flag"
+
+
+def test_endpoint_ms_has_the_cli_wide_range(runner):
+    """--endpoint-ms had three ranges (>= 0 here); it is 100..10000 ms in every command now."""
+    r = runner.invoke(app, ["ledger", "--json", "--endpoint-ms", "50"])
+    assert r.exit_code == 2 and "--endpoint-ms" in r.stderr
+    assert runner.invoke(app, ["ledger", "--json", "--endpoint-ms", "100"]).exit_code == 0
+
+
+def test_waterfall_is_plain_text_off_a_terminal_and_rich_on_one(capsys):
+    from voxcli.bench import ledger as model
+    from voxcli.cli.views.ledger import show_ledger
+
+    led = model.compute(model.preset("default"))
+    sources = {t: "preset" for t in model.TERMS}
+    show_ledger(led, sources, {}, "default", sensitivity=True, fancy=False)
+    plain = capsys.readouterr().err
+    assert "\x1b[" not in plain
+    row = next(line for line in plain.splitlines() if line.startswith("ASR tail *"))
+    assert row.split()[3:6] == ["350", "preset", "100"] and "█" in row
+    show_ledger(led, sources, {}, "default", sensitivity=True, fancy=True)
+    rich = capsys.readouterr().err
+    assert "ASR tail *" in rich and "1,400 ms limit" in rich and "-100" in rich

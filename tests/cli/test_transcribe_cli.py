@@ -16,10 +16,15 @@ from typer.testing import CliRunner
 
 from tests.asr_checks import BECKETT_REF, assert_stable_never_shrinks, final_text
 from voxcli.cli.app import app
-from voxcli.bench.wer import normalize_text, wer, word_errors
+from voxcli.bench.wer import normalize_text, word_errors
 from voxcli.events import Caption
 
 pytestmark = pytest.mark.usefixtures("real_cache")
+
+
+def wer(reference: str, hypothesis: str) -> float:
+    """Word error rate (the engine's `wer()` was dead code outside tests and is gone)."""
+    return word_errors(reference, hypothesis).rate
 
 
 def invoke(*args: str, input: bytes | str | None = None):  # type: ignore[no-untyped-def]
@@ -171,3 +176,44 @@ def test_quiet_prints_only_the_transcript(speech_samples, live: bool) -> None:
     assert r.exit_code == 0, r.stderr
     assert r.stderr == ""
     assert wer(BECKETT_REF, r.stdout) <= 0.2, r.stdout
+
+
+def test_a_view_that_prints_finals_itself_keeps_them_off_a_terminal_stdout(speech_samples, monkeypatch) -> None:
+    """transcribe asked `type(view).__name__ == "RichCaptionView"`; now any view says so via `prints_finals`."""
+    import io
+    import threading
+
+    import voxcli.cli.views.asr as views
+    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.audio.files import read_audio
+    from voxcli.cli.transcribe import file_chunks, run_stream
+
+    class EchoingView:  # any name: what counts is the attribute
+        prints_finals = True
+
+        def __init__(self) -> None:
+            self.finals: list[str] = []
+
+        def update(self, cap, status) -> None:
+            if cap.is_final and cap.stable:
+                self.finals.append(cap.stable)
+
+        def close(self) -> None:
+            pass
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    view, out = EchoingView(), Tty()
+    monkeypatch.setattr(views, "caption_view", lambda _tty: view)
+    monkeypatch.setattr(sys, "stdout", out)
+    audio, _ = read_audio(speech_samples["beckett"], rate=16000)
+    stop = threading.Event()
+    run_stream(file_chunks(audio, 0, stop), open_asr_streamer(None, lockstep=True), False, "beckett", stop, quiet=True)
+    assert out.getvalue().count("\n") == 6  # --quiet: stdout is the transcript whatever the view
+    view2, out2 = EchoingView(), Tty()
+    monkeypatch.setattr(views, "caption_view", lambda _tty: view2)
+    monkeypatch.setattr(sys, "stdout", out2)
+    run_stream(file_chunks(audio, 0, stop), open_asr_streamer(None, lockstep=True), False, "beckett", stop)
+    assert len(view2.finals) == 6 and out2.getvalue() == ""  # the view printed them; stdout would repeat them

@@ -1,7 +1,8 @@
 """The `voxcli` typer app: global options and the list of subcommands.
 
-Subcommands live in their own modules; each exposes `register(app)`. This
-module only wires them up and maps failures to exit codes (see `_common`).
+Subcommands live in their own modules as importable functions (e.g.
+`voxcli.cli.speak.speak`); each module's `register(app)` adds them. This
+module only wires them up and maps failures to exit codes (see `errors`).
 """
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ from typing import Annotated, Optional
 import typer
 
 from voxcli import __version__
-from voxcli.cli.errors import STATE, install_signal_handlers, interrupt_exit_code, report_error, stdout_was_closed
+from voxcli.cli.errors import (
+    STATE,
+    install_signal_handlers,
+    interrupt_exit_code,
+    log_to_stderr,
+    report_error,
+    stdout_was_closed,
+)
+from voxcli.cli.options import OfflineOpt, VerboseOpt, flag
+from voxcli.cli.views.help import patch_help_rendering
 from voxcli.errors import ExitCode
 
 try:  # typer >= 0.26 vendors its own copy of click
@@ -60,31 +70,6 @@ COMMAND_MODULES = [
 ]
 
 
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever sys.stderr is at the time of the record (tests swap it)."""
-
-    @property  # type: ignore[override]
-    def stream(self):  # noqa: ANN201
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value) -> None:  # noqa: ANN001
-        pass
-
-
-def _log_to_stderr(level: int | None) -> None:
-    """The engine logs through `logging` ("voxcli.*"); --verbose shows it as plain stderr lines."""
-    logger = logging.getLogger("voxcli")
-    for h in [h for h in logger.handlers if getattr(h, "_voxcli_cli", False)]:
-        logger.removeHandler(h)
-    if level is None:
-        logger.setLevel(logging.NOTSET)
-        return
-    handler = _StderrHandler()
-    handler.setFormatter(logging.Formatter("voxcli: %(message)s"))
-    handler._voxcli_cli = True  # type: ignore[attr-defined]
-    logger.addHandler(handler)
-    logger.setLevel(level)
 
 
 def _version(value: bool) -> None:
@@ -99,27 +84,23 @@ def _global(
         Optional[bool],
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
     ] = None,
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors (and debug logs).")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Say what happens on stderr: models resolved, downloads, graph splits.")] = False,
-    offline: Annotated[
-        bool,
-        typer.Option("--offline", envvar="VOXCLI_OFFLINE", help="Never download; fail (exit 3) if a model is missing."),
-    ] = False,
+    debug: Annotated[bool, flag("--debug", help="Show tracebacks for errors (and debug logs).")] = False,
+    verbose: VerboseOpt = False,
+    offline: OfflineOpt = False,
 ) -> None:
+    """Global options; --verbose and --offline are also accepted after the subcommand (cli/options.py)."""
     STATE.debug = debug
-    STATE.offline = offline
+    STATE.offline = offline  # (the option's callback also sets VOXCLI_OFFLINE, which the engine reads)
     # Set every time: an earlier in-process invocation (tests, embedding) must not leak its level.
-    _log_to_stderr(logging.DEBUG if debug else logging.INFO if verbose else None)
-    if offline:
-        # The engine reads VOXCLI_OFFLINE at call time; the flag is the same switch.
-        os.environ["VOXCLI_OFFLINE"] = "1"
+    log_to_stderr(logging.DEBUG if debug else logging.INFO if verbose else None)
     from voxcli.cli.views.progress import LazyProgress
-    from voxcli.hub.registry import set_progress_hook
+    from voxcli.hub.pull import set_progress_hook
 
     # A model pulled on first use (not via `voxcli pull`) shows progress on stderr.
     set_progress_hook(LazyProgress())
 
 
+patch_help_rendering()  # option help is literal text; flags show no `<bool>`
 for _name in COMMAND_MODULES:
     importlib.import_module(f"voxcli.cli.{_name}").register(app)
 

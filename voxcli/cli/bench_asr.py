@@ -1,20 +1,36 @@
 """`voxcli bench asr`: WER (batch vs streaming), retractions, commit delay, RTF, memory.
 
-Registered into the `bench` group by `voxcli.cli.bench` through `register_bench`.
+Registered into the `bench` group by `voxcli.cli.bench`. The model and the
+endpoint hold come from flag > env > config > default like in `transcribe`
+and `chat` (it used to ignore every `asr.*` setting), so a bench measures what
+the user's configuration runs.
 """
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from voxcli.cli.errors import STATE, err, guarded
-from voxcli.errors import UsageError
+from voxcli.cli.options import (
+    AgreementOpt,
+    EndpointMsOpt,
+    JsonOpt,
+    ModelOpt,
+    OfflineOpt,
+    QuietOpt,
+    SpeedOpt,
+    StepMsOpt,
+    VerboseOpt,
+    command_config,
+)
+from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
+from voxcli.errors import ExitCode, UsageError
 
-HELP = """\
+ASR_HELP = """\
 Measure streaming ASR on recordings with reference transcripts.
 
 Per file and overall: batch WER (offline, VAD-segmented), streaming WER (the
@@ -25,7 +41,8 @@ numbers. Input is paced at --speed (1 = real time, the honest setting; 0 =
 unpaced, every step decoded). Exits 1 if any stable text was retracted.
 
 REFS are text files, one per FILE in the same order; without --ref, FILE's
-sibling with the extension .txt is used.
+sibling with the extension .txt is used. The model and --endpoint-ms default
+to the config's asr.model and asr.endpoint_ms (or VOXCLI_ASR_*).
 
 [bold]Examples[/bold]
 
@@ -43,61 +60,50 @@ def _reference(path: str) -> str:
         raise UsageError(f"{path}: cannot read the reference: {e}") from None
 
 
-def register_bench(bench_app: typer.Typer) -> None:
-    @bench_app.command("asr", help=HELP, short_help="Streaming ASR quality and latency on reference recordings.")
-    @guarded
-    def bench_asr(
-        files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Recordings (any format soundfile reads).", show_default=False)],
-        refs: Annotated[Optional[list[str]], typer.Option("--ref", help="Reference transcript file, one per FILE, in order.")] = None,
-        speed: Annotated[float, typer.Option("--speed", min=0.0, help="Input pacing: 1 = real time, 0 = unpaced lockstep.")] = 1.0,
-        step_ms: Annotated[int, typer.Option("--step-ms", min=100, help="Re-decode interval.")] = 500,
-        agreement: Annotated[int, typer.Option("--agreement", min=1, max=5, help="LocalAgreement n.")] = 2,
-        endpoint_ms: Annotated[int, typer.Option("--endpoint-ms", min=100, help="Silence that ends an utterance.")] = 500,
-        model: Annotated[Optional[str], typer.Option("--model", "-m", help="ASR model name.")] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")] = False,
-    ) -> None:
-        from voxcli.audio.files import read_audio
-        from voxcli.audio.pcm import sanitize
-        from voxcli.asr.streamer import load_asr
-        from voxcli.bench.asr import BenchConfig, run_bench
+@guarded
+def bench_asr(
+    files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Recordings (any format soundfile reads).", show_default=False)],
+    refs: Annotated[Optional[list[str]], typer.Option("--ref", help="Reference transcript file, one per FILE, in order.")] = None,
+    speed: SpeedOpt = 1.0,
+    step_ms: StepMsOpt = DEFAULT_STEP_MS,
+    agreement: AgreementOpt = DEFAULT_AGREEMENT,
+    endpoint_ms: EndpointMsOpt = None,
+    model: ModelOpt = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    offline: OfflineOpt = False,
+) -> None:
+    """Streaming ASR quality and latency on reference recordings (the `voxcli bench asr` command)."""
+    from voxcli.asr.streamer import load_asr
+    from voxcli.audio.files import read_audio
+    from voxcli.audio.pcm import sanitize
+    from voxcli.bench.asr import BenchConfig, run_bench
+    from voxcli.cli.views.bench import asr_file_line, show_asr
+    from voxcli.config import resolve
 
-        refs = refs or [str(Path(f).with_suffix(".txt")) for f in files]
-        if len(refs) != len(files):
-            raise UsageError(f"{len(files)} file(s) but {len(refs)} --ref", hint="give one --ref per FILE, in order")
-        items = [(f, sanitize(read_audio(f, rate=16000)[0])[0], _reference(r)) for f, r in zip(files, refs)]
-        asr, vad = load_asr(model, offline=STATE.offline)
-        cfg = BenchConfig(speed=speed, step_ms=step_ms, agreement=agreement, endpoint_ms=endpoint_ms)
+    refs = refs or [str(Path(f).with_suffix(".txt")) for f in files]
+    if len(refs) != len(files):
+        raise UsageError(f"{len(files)} file(s) but {len(refs)} --ref", hint="give one --ref per FILE, in order")
+    cfg = command_config()
+    model = resolve("asr.model", model, config=cfg)
+    endpoint = int(resolve("asr.endpoint_ms", endpoint_ms, config=cfg))
+    items = [(f, sanitize(read_audio(f, rate=16000)[0])[0], _reference(r)) for f, r in zip(files, refs)]
+    asr, vad = load_asr(model, offline=STATE.offline or None)
+    config = BenchConfig(speed=speed, step_ms=step_ms, agreement=agreement, endpoint_ms=endpoint)
 
-        def progress(fr) -> None:
-            d = fr.to_dict()
-            err(f"{d['file']}: {d['audio_s']:.1f} s  batch WER {d['batch_wer']:.1%}  stream WER {d['stream_wer']:.1%}  "
-                f"retractions {d['retractions']}  delay p50 {d['commit_delay_p50_s']} s  RTF {d['worker_rtf']:.2f}")
+    def progress(fr: Any) -> None:
+        if not quiet:
+            err(asr_file_line(fr.to_dict()))
 
-        result = run_bench(asr, vad, items, cfg, on_file=progress)
-        summary = result.summary()
-        if json_out:
-            sys.stdout.write(json.dumps({"summary": summary, "files": [f.to_dict() for f in result.files]}) + "\n")
-        else:
-            _table(summary)
-        if summary["retractions"]:
-            err(f"voxcli: error: {summary['retractions']} retraction(s) of stable text")
-            raise typer.Exit(1)
-
-
-def _table(s: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    t = Table(title=f"bench asr: {s['files']} file(s), {s['audio_s']:.1f} s, {s['ref_words']} words, speed {s['speed']}")
-    t.add_column("metric")
-    t.add_column("value", justify="right")
-    rows = [
-        ("batch WER", f"{s['batch_wer']:.1%}"), ("streaming WER", f"{s['stream_wer']:.1%}"),
-        ("retractions", str(s["retractions"])),
-        ("commit delay p50", f"{s['commit_delay_p50_s']} s"), ("commit delay p95", f"{s['commit_delay_p95_s']} s"),
-        ("worker RTF", f"{s['worker_rtf']:.2f}"), ("max lag", f"{s['max_lag_s']:.1f} s"),
-        ("peak memory", f"{s['peak_rss_mb']:.0f} MB"),
-    ]
-    for k, v in rows:
-        t.add_row(k, v)
-    Console(stderr=True).print(t)
+    result = run_bench(asr, vad, items, config, on_file=progress)
+    summary = result.summary()
+    name = getattr(asr, "name", None) or model or "default"
+    if json_out:
+        doc = {"model": name, "summary": summary, "files": [f.to_dict() for f in result.files]}
+        sys.stdout.write(json.dumps(doc) + "\n")
+    elif not quiet:
+        show_asr(summary, name)
+    if summary["retractions"]:
+        err(f"voxcli: error: {summary['retractions']} retraction(s) of stable text")
+        raise typer.Exit(int(ExitCode.ERROR))

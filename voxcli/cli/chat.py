@@ -1,20 +1,41 @@
 """`voxcli chat`: a spoken conversation with an LLM, every stage streaming, with barge-in.
 
-The command only wires flags to the engine: an LLM client (`voxcli.llm.open_llm`),
-the streaming ASR, a TTS streamer per reply, a speaker (the sound card, or a
-virtual one writing `--output`), and `voxcli.chat.agent.Agent`. The mic is
-either the microphone or `--input` files paced as if spoken.
+The command only wires flags to the engine: the models of a conversation
+(`voxcli.chat.models.open_chat_models`: LLM client, voice, streaming ASR, VAD,
+each with its share of the cores), a speaker (the sound card, or a virtual one
+writing `--output`), and `voxcli.chat.agent.Agent`. The mic is either the
+microphone or `--input` files paced as if spoken.
+
+Every setting is resolved once by `chat_settings` (flag > env > config >
+default); the microphone is `devices.input` and the speaker `devices.output`
+(`--device` sets both), and `asr.model` picks the ASR model like in
+`transcribe`.
 """
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
-from voxcli.cli.errors import STATE, err, guarded
-from voxcli.cli.complete import complete_output_device, complete_tts_model
+from voxcli.cli.complete import complete_input_device
+from voxcli.cli.errors import STATE, device_hint, err, guarded
+from voxcli.cli.options import (
+    EndpointMsOpt,
+    JsonOpt,
+    ModelOpt,
+    OfflineOpt,
+    QuietOpt,
+    VerboseOpt,
+    VoiceOpt,
+    command_config,
+    flag,
+)
 from voxcli.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 HELP = """\
 Talk with a language model: your speech is transcribed while you speak, the
@@ -39,53 +60,97 @@ is never printed or logged.
 """
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("chat", help=HELP, no_args_is_help=False)
-    @guarded
-    def chat(
-        llm_url: Annotated[Optional[str], typer.Option("--llm-url", help="Base URL of an OpenAI-compatible server (…/v1); default: config [chat] llm_url, else the on-device model.")] = None,
-        llm: Annotated[Optional[str], typer.Option("--llm", help="'local' for the on-device model (same as no --llm-url), or a URL.")] = None,
-        llm_model: Annotated[Optional[str], typer.Option("--llm-model", help="Model name sent to the server (or the local model's name).")] = None,
-        api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="VAR", help="Environment variable holding the API key.")] = None,
-        system: Annotated[Optional[str], typer.Option("--system", help="System prompt.")] = None,
-        endpoint_ms: Annotated[Optional[int], typer.Option("--endpoint-ms", min=100, max=5000, help="Silence that ends your turn (VAD hold) (default: 500).")] = None,
-        barge_in_ms: Annotated[Optional[int], typer.Option("--barge-in-ms", min=0, max=5000, help="Speech needed to interrupt the reply (default: 300).")] = None,
-        half_duplex: Annotated[bool, typer.Option("--half-duplex", help="Close the mic while the assistant speaks (no echo cancellation).")] = False,
-        device: Annotated[Optional[str], typer.Option("--device", help="Audio device index or name substring (see `voxcli devices`).", autocompletion=complete_output_device)] = None,
-        input_: Annotated[Optional[list[str]], typer.Option("--input", "-i", metavar="FILE[@T]", help="Speak this file instead of the mic (repeatable); FILE@T starts T s into the previous reply.")] = None,
-        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="With --input: write what the assistant said (as heard) to this WAV/FLAC.")] = None,
-        voice: Annotated[Optional[str], typer.Option("--voice", help="TTS voice name.", autocompletion=complete_tts_model)] = None,
-        max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, help="Cap on the reply length in tokens (default: 256).")] = None,
-        first_token_timeout: Annotated[float, typer.Option("--first-token-timeout", min=0.1, help="Seconds to wait for the LLM's first token.")] = 60.0,
-        json_: Annotated[bool, typer.Option("--json", help="JSON lines of every event (captions, spoken text, turns) on stdout.")] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No display on stderr.")] = False,
-        no_log: Annotated[bool, typer.Option("--no-log", help="Do not append turns to the turn log.")] = False,
-    ) -> None:
-        from voxcli.config import load_config
+@dataclass(frozen=True)
+class ChatSettings:
+    """What one conversation runs with, after flag > env > config > default."""
 
-        cfg = load_config()
-        for w in cfg.warnings:
-            err(f"voxcli: warning: {w}")
-        if llm and llm_url and llm != llm_url:
-            raise UsageError("give either --llm or --llm-url, not both")
-        url = llm_url or llm or cfg.chat.llm_url
-        if output is not None and not input_:
-            raise UsageError("--output needs --input (with the microphone, replies go to the speaker)")
-        if output is not None and not output.parent.exists():
-            raise UsageError(f"--output {output}: directory {output.parent} does not exist")
-        inputs = _read_inputs(input_ or [])
-        _run(
-            url=url, model=llm_model or cfg.chat.llm_model, api_key_env=api_key_env,
-            system=system if system is not None else cfg.chat.system,
-            endpoint_ms=endpoint_ms or cfg.asr.endpoint_ms or 500,
-            barge_in_ms=barge_in_ms if barge_in_ms is not None else int(cfg.chat.barge_in_ms or 300),
-            half_duplex=half_duplex, device=device or cfg.devices.output, inputs=inputs, output=output,
-            voice=voice or cfg.tts.voice, max_tokens=max_tokens, first_token_timeout=first_token_timeout,
-            json_lines=json_, quiet=quiet, log_turns=not no_log,
-        )
+    url: str | None
+    """OpenAI-compatible base URL; None: the on-device model."""
+    llm_model: str | None
+    """Model name sent to the server; None: the server's (or the on-device) default."""
+    system: str | None
+    """System prompt; None: none."""
+    voice: str | None
+    """TTS voice (config tts.voice); None: the catalog's default."""
+    asr_model: str | None
+    """ASR model name (config asr.model); None: the catalog's default."""
+    endpoint_ms: float
+    """Silence that ends the user's turn (config asr.endpoint_ms)."""
+    barge_in_ms: float
+    """Speech needed to interrupt the reply (config chat.barge_in_ms)."""
+    mic_device: str | None
+    """Microphone (config devices.input); None: the system default."""
+    speaker_device: str | None
+    """Speaker (config devices.output); None: the system default."""
 
 
-def _read_inputs(specs: list[str]) -> list:
+def chat_settings(*, llm_url: str | None = None, llm_model: str | None = None, system: str | None = None,
+                  voice: str | None = None, model: str | None = None, endpoint_ms: float | None = None,
+                  barge_in_ms: float | None = None, device: str | None = None) -> ChatSettings:
+    """Lay the flags (None = not given) over env, config and the defaults table.
+
+    `--device` names one device for both directions (a headset, a PulseAudio
+    sink); without it the mic and the speaker come from their own keys.
+    """
+    from voxcli.config import resolve
+
+    cfg = command_config()
+    given = {
+        "url": ("chat.llm_url", llm_url), "llm_model": ("chat.llm_model", llm_model),
+        "system": ("chat.system", system), "voice": ("tts.voice", voice), "asr_model": ("asr.model", model),
+        "endpoint_ms": ("asr.endpoint_ms", endpoint_ms), "barge_in_ms": ("chat.barge_in_ms", barge_in_ms),
+        "mic_device": ("devices.input", device), "speaker_device": ("devices.output", device),
+    }
+    values = {name: resolve(key, flag_value, config=cfg) for name, (key, flag_value) in given.items()}
+    for name in ("endpoint_ms", "barge_in_ms"):
+        values[name] = float(values[name])
+    return ChatSettings(**values)
+
+
+@guarded
+def chat(
+    llm_url: Annotated[Optional[str], typer.Option("--llm-url", show_default=False, help="Base URL of an OpenAI-compatible server (…/v1); default: config [chat] llm_url, else the on-device model.")] = None,
+    llm: Annotated[Optional[str], typer.Option("--llm", show_default=False, help="'local' for the on-device model (same as no --llm-url), or a URL.")] = None,
+    llm_model: Annotated[Optional[str], typer.Option("--llm-model", show_default=False, help="Model name sent to the server (or the local model's name); default: config [chat] llm_model.")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="VAR", help="Environment variable holding the API key.")] = None,
+    system: Annotated[Optional[str], typer.Option("--system", show_default=False, help="System prompt (default: config [chat] system).")] = None,
+    endpoint_ms: EndpointMsOpt = None,
+    barge_in_ms: Annotated[Optional[int], typer.Option("--barge-in-ms", min=0, max=5000, show_default=False, help="Speech needed to interrupt the reply, in ms (default: config [chat] barge_in_ms, else 300).")] = None,
+    half_duplex: Annotated[bool, flag("--half-duplex", help="Close the mic while the assistant speaks (no echo cancellation).")] = False,
+    device: Annotated[Optional[str], typer.Option("--device", "-d", show_default=False, autocompletion=complete_input_device, help="Microphone and speaker: device index or name part (default: config devices.input for the mic, devices.output for the speaker; see `voxcli devices`).")] = None,
+    model: ModelOpt = None,
+    input_: Annotated[Optional[list[str]], typer.Option("--input", "-i", metavar="FILE[@T]", help="Speak this file instead of the mic (repeatable); FILE@T starts T s into the previous reply.")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", show_default=False, help="With --input: write what the assistant said (as heard) to this WAV/FLAC.")] = None,
+    voice: VoiceOpt = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, show_default=False, help="Cap on the reply length in tokens (default: 256).")] = None,
+    first_token_timeout: Annotated[float, typer.Option("--first-token-timeout", min=0.1, help="Seconds to wait for the LLM's first token.")] = 60.0,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    no_log: Annotated[bool, flag("--no-log", help="Do not append turns to the turn log.")] = False,
+    verbose: VerboseOpt = False,
+    offline: OfflineOpt = False,
+) -> None:
+    """A spoken conversation with an LLM (the `voxcli chat` command)."""
+    if llm and llm_url and llm != llm_url:
+        raise UsageError("give either --llm or --llm-url, not both")
+    if output is not None and not input_:
+        raise UsageError("--output needs --input (with the microphone, replies go to the speaker)")
+    if output is not None and not output.parent.exists():
+        raise UsageError(f"--output {output}: directory {output.parent} does not exist")
+    settings = chat_settings(llm_url=llm_url or llm, llm_model=llm_model, system=system, voice=voice, model=model,
+                             endpoint_ms=endpoint_ms, barge_in_ms=barge_in_ms, device=device)
+    inputs = _read_inputs(input_ or [])
+    if not inputs:
+        from voxcli.audio.devices import list_devices
+
+        with device_hint("chat"):
+            list_devices()  # no PortAudio: say so before loading four models
+    _run(settings, api_key_env=api_key_env, half_duplex=half_duplex, inputs=inputs, output=output,
+         max_tokens=max_tokens, first_token_timeout=first_token_timeout, json_lines=json_out, quiet=quiet,
+         log_turns=not no_log)
+
+
+def _read_inputs(specs: list[str]) -> list[tuple[Any, Any]]:
     from voxcli.audio.files import read_audio
     from voxcli.chat.scripted_mic import ScriptedInput
 
@@ -99,36 +164,47 @@ def _read_inputs(specs: list[str]) -> list:
     return out
 
 
-def _run(*, url, model, api_key_env, system, endpoint_ms, barge_in_ms, half_duplex, device, inputs, output,
-         voice, max_tokens, first_token_timeout, json_lines, quiet, log_turns) -> None:
-    from voxcli.audio.virtual import DeviceSpeaker, VirtualSpeaker
-    from voxcli.cli.views.chat import chat_view
-    from voxcli.chat.agent import Agent, AgentConfig
-    from voxcli.asr.streamer import open_asr_streamer
-    from voxcli.tts.streamer import load_voice
-    from voxcli.asr.endpointer import SileroVAD
-    from voxcli.llm import open_llm
-    from voxcli.hub.registry import resolve_model
+def _open_devices(settings: ChatSettings, rate: int) -> tuple[Any, Any]:
+    """The microphone (devices.input) and the speaker (devices.output), with chat's hint if one fails."""
+    from voxcli.audio.devices import MicCapture
+    from voxcli.audio.virtual import DeviceSpeaker
 
-    offline = STATE.offline or None
-    client = open_llm(url, model, api_key_env=api_key_env, max_tokens=max_tokens,
-                      first_token_timeout=first_token_timeout)
-    voice_obj = load_voice(voice, offline=offline)
-    vad = SileroVAD.load(resolve_model("silero-vad", kind="vad", offline=offline).file("silero_vad.onnx"))
-    asr = open_asr_streamer(endpoint_ms=endpoint_ms, offline=offline)
+    with device_hint("chat"):
+        mic = MicCapture(16000, _device(settings.mic_device))
+        try:
+            speaker = DeviceSpeaker(rate, _device(settings.speaker_device))
+        except BaseException:
+            mic.close()
+            raise
+    return mic, speaker
+
+
+def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, inputs: list[tuple[Any, Any]],
+         output: Path | None, max_tokens: int | None, first_token_timeout: float, json_lines: bool, quiet: bool,
+         log_turns: bool) -> None:
+    from voxcli.audio.virtual import VirtualSpeaker
+    from voxcli.chat.agent import Agent, AgentConfig
+    from voxcli.chat.models import open_chat_models
+    from voxcli.cli.views.chat import chat_view
+
+    models = open_chat_models(
+        url=settings.url, llm_model=settings.llm_model, api_key_env=api_key_env, max_tokens=max_tokens,
+        first_token_timeout=first_token_timeout, voice=settings.voice, asr_model=settings.asr_model,
+        endpoint_ms=settings.endpoint_ms, offline=STATE.offline or None,
+    )
+    b = models.budget
+    log.info("threads per model: TTS %d, ASR %d, VAD %d, LLM %d", b.tts, b.asr, b.vad, b.llm)
+    client, rate = models.llm, models.voice.sample_rate
     mic = None
     if inputs:
-        speaker = VirtualSpeaker(voice_obj.sample_rate, keep=output is not None)
+        speaker: Any = VirtualSpeaker(rate, keep=output is not None)
     else:
-        from voxcli.audio.devices import MicCapture
-
-        speaker = DeviceSpeaker(voice_obj.sample_rate, _device(device))
-        mic = MicCapture(16000, _device(device))
+        mic, speaker = _open_devices(settings, rate)
     view = chat_view(json_lines=json_lines, quiet=quiet)
     agent = Agent(
-        client, asr, vad, voice_obj.open_stream, speaker,
-        AgentConfig(system=system, barge_in_ms=barge_in_ms, half_duplex=half_duplex, endpoint_ms=endpoint_ms,
-                    log_turns=log_turns),
+        client, models.asr, models.vad, models.voice.open_stream, speaker,
+        AgentConfig(system=settings.system, barge_in_ms=settings.barge_in_ms, half_duplex=half_duplex,
+                    endpoint_ms=settings.endpoint_ms, log_turns=log_turns),
         on_event=view,
     )
     if not quiet:
@@ -136,20 +212,9 @@ def _run(*, url, model, api_key_env, system, endpoint_ms, barge_in_ms, half_dupl
             + ("" if inputs else " — speak; Ctrl-C to end"))
     try:
         agent.start()
-        if inputs:
-            from voxcli.chat.scripted_mic import run_script
-
-            run_script(agent, inputs)
-            agent.finish(timeout=30.0)
-        else:
-            for block in mic:
-                agent.feed(block)
-                if agent.error is not None:
-                    break
-        if agent.error is not None:
-            raise agent.error
+        _converse(agent, mic, inputs)
         if output is not None:
-            _write(output, speaker.timeline(), voice_obj.sample_rate)
+            _write(output, speaker.timeline(), rate)
         if json_lines and hasattr(view, "emit"):
             view.emit({"event": "history", "messages": agent.history})
     finally:
@@ -161,14 +226,34 @@ def _run(*, url, model, api_key_env, system, endpoint_ms, barge_in_ms, half_dupl
         view.close()
 
 
+def _converse(agent: Any, mic: Any, inputs: list[tuple[Any, Any]]) -> None:
+    """Feed the agent the scripted inputs (then wait for the last reply) or the microphone until Ctrl-C."""
+    if inputs:
+        from voxcli.chat.scripted_mic import run_script
+
+        run_script(agent, inputs)
+        agent.finish(timeout=30.0)
+    else:
+        for block in mic:
+            agent.feed(block)
+            if agent.error is not None:
+                break
+    if agent.error is not None:
+        raise agent.error
+
+
 def _device(device: str | None) -> int | str | None:
     if device is None:
         return None
     return int(device) if device.isdigit() else device
 
 
-def _write(path: Path, audio, rate: int) -> None:
+def _write(path: Path, audio: Any, rate: int) -> None:
     from voxcli.audio.files import AtomicAudioWriter
 
     with AtomicAudioWriter(path, rate) as w:
         w.write(audio)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("chat", help=HELP, no_args_is_help=False)(chat)

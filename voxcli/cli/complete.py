@@ -25,7 +25,7 @@ def _models(kind: str | None, incomplete: str, *, installed_only: bool = False) 
     try:
         from voxcli.hub.cache import Cache
         from voxcli.hub.catalog import load_catalog
-        from voxcli.hub.registry import status
+        from voxcli.hub.resolve import status
 
         cache = Cache.default()
         out: dict[str, str] = {}

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Annotated
-
 import typer
 
-from voxcli.cli.errors import guarded
+from voxcli.cli.errors import device_hint, guarded
+from voxcli.cli.options import JsonOpt, VerboseOpt
 
 HELP = """\
 List audio input and output devices (index, name, host API, channels,
@@ -21,21 +20,23 @@ default rate). Pass an index or part of a name to `--device`.
 """
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("devices", help=HELP)
-    @guarded
-    def devices(
-        json_lines: Annotated[bool, typer.Option("--json", help="One JSON object per device on stdout.")] = False,
-    ) -> None:
-        from voxcli.audio.devices import list_devices
-        from voxcli.cli.views.tts import render_devices
-        from voxcli.errors import DeviceUnavailableError
+@guarded
+def devices(json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
+    """List audio devices (the `voxcli devices` command)."""
+    from voxcli.audio.devices import list_devices
+    from voxcli.cli.views.tts import render_devices
+    from voxcli.errors import DeviceUnavailableError
 
+    with device_hint("devices"):
         found = list_devices()
-        if json_lines:
+        if json_out:
             for d in found:
                 print(json.dumps(asdict(d)), flush=True)
             return
         if not found:
-            raise DeviceUnavailableError("no audio devices found", hint="use -o out.wav or --raw to write audio instead")
-        render_devices(found)
+            raise DeviceUnavailableError("no audio devices found")
+    render_devices(found)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("devices", help=HELP)(devices)

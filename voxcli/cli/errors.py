@@ -1,4 +1,4 @@
-"""Shared CLI plumbing: global options, error -> exit code mapping, options.
+"""Shared CLI plumbing: global state, error -> exit code mapping, --verbose logging, device hints.
 
 Every command body runs inside `guarded()`, so a `VoxError` becomes one
 `voxcli: error: ...` line (plus `hint: ...`) and its exit code, Ctrl-C becomes
@@ -13,16 +13,18 @@ KeyboardInterrupt, in the main thread, so every `except KeyboardInterrupt` /
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
+import logging
 import os
 import signal
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import typer
 
-from voxcli.errors import ExitCode, VoxError
+from voxcli.errors import DeviceUnavailableError, ExitCode, VoxError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,6 +81,37 @@ def _interrupted_exit(code: ExitCode) -> typer.Exit:
     return typer.Exit(int(code))
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever sys.stderr is at the time of the record (tests swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # noqa: ANN001
+        pass
+
+
+def log_to_stderr(level: int | None) -> None:
+    """The engine logs through `logging` ("voxcli.*"); --verbose shows it as plain stderr lines.
+
+    Called by the global callback on every invocation (an earlier in-process
+    run must not leak its level) and by `--verbose` given after a subcommand.
+    """
+    logger = logging.getLogger("voxcli")
+    for h in [h for h in logger.handlers if getattr(h, "_voxcli_cli", False)]:
+        logger.removeHandler(h)
+    if level is None:
+        logger.setLevel(logging.NOTSET)
+        return
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("voxcli: %(message)s"))
+    handler._voxcli_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level)
+
+
 def err(message: str) -> None:
     """Write a human line to stderr (never stdout: stdout is for data)."""
     print(message, file=sys.stderr, flush=True)
@@ -98,7 +131,8 @@ def stdout_was_closed() -> bool:
     return bool(_pipe_closed)
 
 
-def _quiet_broken_pipe() -> None:
+def quiet_broken_pipe() -> None:
+    """After a BrokenPipeError on stdout (`| head`): end quietly, with no second error at interpreter exit."""
     # Point stdout at devnull so the interpreter's final flush cannot raise again.
     _pipe_closed.append(True)
     try:
@@ -125,7 +159,7 @@ def guarded(fn: F) -> F:
         except KeyboardInterrupt as e:
             raise _interrupted_exit(interrupt_exit_code(e)) from None
         except BrokenPipeError:
-            _quiet_broken_pipe()
+            quiet_broken_pipe()
             raise typer.Exit(0) from None
         except Exception as e:  # noqa: BLE001 - the last line of defence
             if _received:  # a signal surfaced as another exception (e.g. inside a C extension's import)
@@ -136,3 +170,29 @@ def guarded(fn: F) -> F:
             raise typer.Exit(int(ExitCode.ERROR)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+DEVICE_HINTS: dict[str, str] = {
+    "speak": "write the audio instead: -o out.wav or --raw (or pick a --device, see `voxcli devices`)",
+    "transcribe": "transcribe a file instead: voxcli transcribe FILE (or raw PCM on stdin: "
+                  "... | voxcli transcribe -); or pick a --device, see `voxcli devices`",
+    "chat": "chat from files instead: voxcli chat --input q.wav -o replies.wav "
+            "(or pick a --device, see `voxcli devices`)",
+    "devices": "without audio devices: voxcli speak -o out.wav, voxcli transcribe FILE, voxcli chat --input q.wav",
+}
+"""What each command can do without the speaker/microphone it failed to open.
+
+The engine's DeviceUnavailableError carries a generic hint (it does not know
+which command runs); `transcribe --live` used to suggest speak's `-o out.wav
+or --raw`.
+"""
+
+
+@contextmanager
+def device_hint(command: str) -> Iterator[None]:
+    """Give a DeviceUnavailableError raised inside the block the hint that fits `command`."""
+    try:
+        yield
+    except DeviceUnavailableError as e:
+        e.hint = DEVICE_HINTS.get(command, e.hint)
+        raise

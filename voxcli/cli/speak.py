@@ -19,8 +19,9 @@ from typing import Annotated, Any, Iterator, Optional
 import numpy as np
 import typer
 
-from voxcli.cli.errors import STATE, guarded
-from voxcli.cli.complete import complete_output_device, complete_tts_model
+from voxcli.cli.errors import STATE, device_hint, guarded
+from voxcli.cli.options import (JsonOpt, OfflineOpt, OutputDeviceOpt, OutputFileOpt,
+                                QuietOpt, VerboseOpt, VoiceOpt, command_config, flag)
 from voxcli.cli.views.tts import chunk_view, summary_line
 from voxcli.errors import UsageError
 from voxcli.events import AudioChunk, StreamStats
@@ -30,7 +31,8 @@ Speak text with the lowest time-to-first-audio: synthesis streams sentence by
 sentence (and block by block inside a sentence) while later text is still
 arriving. Text comes from the argument, or from stdin with `-` (read as it
 arrives). Audio goes to the speaker unless -o or --raw is given. A live table
-of chunks and a summary (TTFA, RTF) go to stderr.
+of chunks and a summary (TTFA, RTF) go to stderr; --json prints chunk events
+as JSON lines instead (on stdout, or stderr with --raw).
 
 [bold]Examples[/bold]
 
@@ -147,84 +149,100 @@ def _feed_stdin(streamer: Any, errors: list[BaseException]) -> None:
         streamer.finish()
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("speak", help=HELP, no_args_is_help=False)
-    @guarded
-    def speak(
-        text: Annotated[Optional[str], typer.Argument(help="Text to speak; `-` (or no argument with a pipe) reads stdin.")] = None,
-        output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write a .wav or .flac file (atomically) instead of playing.")] = None,
-        raw: Annotated[bool, typer.Option("--raw", help="Write raw PCM to stdout (nothing else goes to stdout).")] = False,
-        fmt: Annotated[str, typer.Option("--format", help="Raw PCM sample format: s16le or f32le.")] = "s16le",
-        rate: Annotated[Optional[int], typer.Option("--rate", help="Resample the output to this rate in Hz (default: the voice's, 22050).")] = None,
-        voice_name: Annotated[Optional[str], typer.Option("--voice", "-v", help="Voice model name (see `voxcli models`).", autocompletion=complete_tts_model)] = None,
-        device: Annotated[Optional[str], typer.Option("--device", "-d", help="Output device index or name (see `voxcli devices`).", autocompletion=complete_output_device)] = None,
-        no_stream: Annotated[bool, typer.Option("--no-stream", help="Synthesize all text before playing (for comparison).")] = False,
-        json_lines: Annotated[bool, typer.Option("--json", help="JSON lines of chunk events to stdout (stderr with --raw).")] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table and no summary on stderr.")] = False,
-    ) -> None:
-        fmt = fmt.lower()
-        if fmt not in FORMATS:
-            raise UsageError(f"unknown --format {fmt!r} (choose s16le or f32le)")
-        if rate is not None and not 1000 <= rate <= 384000:
-            raise UsageError(f"--rate {rate} is out of range (1000..384000 Hz)")
-        if output is not None and output.suffix.lower() not in (".wav", ".flac"):
-            raise UsageError(f"cannot write {output}: use a .wav or .flac file name")
-        from_stdin = text == "-" or (text is None and not sys.stdin.isatty())
-        if text is None and not from_stdin:
-            raise UsageError("no text to speak", hint='voxcli speak "Hello." or: echo Hello. | voxcli speak -')
-        if not from_stdin and not (text or "").strip():
-            raise UsageError("no text to speak: the text is empty or only whitespace")
+def _check_args(text: str | None, output: Path | None, fmt: str, rate: int | None) -> bool:
+    """Validate the arguments before any model loads; True when the text comes from stdin."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown --format {fmt!r} (choose s16le or f32le)")
+    if rate is not None and not 1000 <= rate <= 384000:
+        raise UsageError(f"--rate {rate} is out of range (1000..384000 Hz)")
+    if output is not None and output.suffix.lower() not in (".wav", ".flac"):
+        raise UsageError(f"cannot write {output}: use a .wav or .flac file name")
+    from_stdin = text == "-" or (text is None and not sys.stdin.isatty())
+    if text is None and not from_stdin:
+        raise UsageError("no text to speak", hint='voxcli speak "Hello." or: echo Hello. | voxcli speak -')
+    if not from_stdin and not (text or "").strip():
+        raise UsageError("no text to speak: the text is empty or only whitespace")
+    return from_stdin
 
-        from voxcli.config import load_config
-        from voxcli.tts.streamer import load_voice
 
-        cfg = load_config()  # flag > VOXCLI_TTS_VOICE / VOXCLI_DEVICES_OUTPUT > config file > default
-        voice_name = voice_name or cfg.tts.voice
-        device = device or cfg.devices.output
-        voice = load_voice(voice_name, offline=STATE.offline or None)
-        outputs = _Outputs(voice.sample_rate, output=output, raw=raw, fmt=fmt, rate=rate, device=device)
-        json_stream = sys.stderr if raw else sys.stdout
-        view = None if (quiet or json_lines) else chunk_view()
-        streamer = None
-        try:
-            if no_stream:
-                full = "".join(_stdin_pieces()) if from_stdin else str(text)
-                if not full.strip():
-                    raise UsageError("no text to speak: the input is empty or only whitespace")
-                chunks: Any = iter(_no_stream(voice, full))
-            else:
-                streamer = voice.open_stream()
-                errors: list[BaseException] = []
-                if from_stdin:
-                    threading.Thread(target=_feed_stdin, args=(streamer, errors), daemon=True,
-                                     name="voxcli-stdin").start()
-                else:
-                    streamer.send(str(text))
-                    streamer.finish()
-                chunks = streamer.output
-            last: AudioChunk | None = None
-            for chunk in chunks:
-                if json_lines:
-                    print(chunk.to_json(), file=json_stream, flush=True)
-                if chunk.kind != "audio":
-                    last = chunk
-                    break
+def _chunks(voice: Any, text: str | None, from_stdin: bool, stream: bool) -> tuple[Any, Any, list[BaseException]]:
+    """(chunk iterator, streamer or None, errors of the stdin feeder)."""
+    errors: list[BaseException] = []
+    if not stream:
+        full = "".join(_stdin_pieces()) if from_stdin else str(text)
+        if not full.strip():
+            raise UsageError("no text to speak: the input is empty or only whitespace")
+        return iter(_no_stream(voice, full)), None, errors
+    streamer = voice.open_stream()
+    if from_stdin:
+        threading.Thread(target=_feed_stdin, args=(streamer, errors), daemon=True, name="voxcli-stdin").start()
+    else:
+        streamer.send(str(text))
+        streamer.finish()
+    return streamer.output, streamer, errors
+
+
+@guarded
+def speak(
+    text: Annotated[Optional[str], typer.Argument(help="Text to speak; `-` (or no argument with a pipe) reads stdin.")] = None,
+    output: OutputFileOpt = None,
+    raw: Annotated[bool, flag("--raw", help="Write raw PCM to stdout (nothing else goes to stdout).")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="Raw PCM sample format: s16le or f32le.")] = "s16le",
+    rate: Annotated[Optional[int], typer.Option("--rate", help="Resample the output to this rate in Hz (default: the voice's, 22050).", show_default=False)] = None,
+    voice: VoiceOpt = None,
+    device: OutputDeviceOpt = None,
+    stream: Annotated[bool, flag("--stream/--no-stream", help="Stream (default), or synthesize all text before playing (for comparison).")] = True,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    offline: OfflineOpt = False,
+) -> None:
+    """Speak text (the `voxcli speak` command)."""
+    fmt = fmt.lower()
+    from_stdin = _check_args(text, output, fmt, rate)
+
+    from voxcli.config import resolve
+    from voxcli.tts.streamer import load_voice
+
+    cfg = command_config()
+    voice_name = resolve("tts.voice", voice, config=cfg)
+    device = resolve("devices.output", device, config=cfg)
+    tts = load_voice(voice_name, offline=STATE.offline or None)
+    with device_hint("speak"):
+        outputs = _Outputs(tts.sample_rate, output=output, raw=raw, fmt=fmt, rate=rate, device=device)
+    json_stream = sys.stderr if raw else sys.stdout
+    view = None if (quiet or json_out) else chunk_view()
+    streamer = None
+    try:
+        chunks, streamer, errors = _chunks(tts, text, from_stdin, stream)
+        last: AudioChunk | None = None
+        for chunk in chunks:
+            if json_out:
+                print(chunk.to_json(), file=json_stream, flush=True)
+            if chunk.kind != "audio":
+                last = chunk
+                break
+            with device_hint("speak"):
                 outputs.write(chunk.audio)
-                if view is not None:
-                    view.add(chunk)
-            if streamer is not None:
-                if errors:
-                    raise errors[0]
-                if streamer.spoken_chars == 0:
-                    raise UsageError("no text to speak: the input is empty, whitespace or has nothing speakable")
-            outputs.finish()
             if view is not None:
-                view.finish(summary_line(last.stats, mode="no-stream" if no_stream else "stream")
-                            if last is not None and last.stats is not None else "done")
-        except BaseException:
-            outputs.abort()  # silence first, then wait for the producer's current model call
-            if streamer is not None:
-                streamer.close()
-            if view is not None:
-                view.close()
-            raise
+                view.add(chunk)
+        if streamer is not None:
+            if errors:
+                raise errors[0]
+            if streamer.spoken_chars == 0:
+                raise UsageError("no text to speak: the input is empty, whitespace or has nothing speakable")
+        outputs.finish()
+        if view is not None:
+            view.finish(summary_line(last.stats, mode="stream" if stream else "no-stream")
+                        if last is not None and last.stats is not None else "done")
+    except BaseException:
+        outputs.abort()  # silence first, then wait for the producer's current model call
+        if streamer is not None:
+            streamer.close()
+        if view is not None:
+            view.close()
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    app.command("speak", help=HELP, no_args_is_help=False)(speak)

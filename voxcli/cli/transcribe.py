@@ -18,8 +18,10 @@ from typing import Annotated, Callable, Iterator, Optional
 import numpy as np
 import typer
 
-from voxcli.cli.errors import STATE, err, guarded
-from voxcli.cli.complete import complete_asr_model, complete_input_device
+from voxcli.cli.errors import STATE, device_hint, err, guarded
+from voxcli.cli.options import (AgreementOpt, EndpointMsOpt, InputDeviceOpt, JsonOpt, ModelOpt, OfflineOpt,
+                                QuietOpt, SpeedOpt, StepMsOpt, VerboseOpt, command_config, flag)
+from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
 from voxcli.errors import UsageError
 
 SR = 16000
@@ -33,7 +35,8 @@ is streamed at real time (--speed 4 for 4x, --speed 0 unpaced) through the
 same engine as the microphone. Without FILE, --live listens to the mic.
 `-` (or piped stdin) reads raw PCM as it arrives (--rate, --format).
 Live captions go to stderr (stable words normal, tentative words grey);
-stdout gets the committed text, one line per utterance.
+stdout gets the committed text, one line per utterance (with --json: JSON
+lines, one per caption, then a stats record).
 
 [bold]Examples[/bold]
 
@@ -140,7 +143,7 @@ def _emit_line(line: str) -> None:
     sys.stdout.flush()
 
 
-def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: int, quiet: bool = False) -> None:
+def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: float, quiet: bool = False) -> None:
     from voxcli.audio.files import read_audio
     from voxcli.asr.streamer import load_asr
     from voxcli.asr.batch import transcribe_audio
@@ -152,7 +155,7 @@ def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: in
     asr, vad = load_asr(model, offline=STATE.offline)
     t0 = time.monotonic()
     count = 0
-    for i, u in enumerate(transcribe_audio(asr, vad, audio, VADConfig(endpoint_ms=endpoint_ms))):
+    for i, u in enumerate(transcribe_audio(asr, vad, audio, VADConfig(endpoint_ms=int(endpoint_ms)))):
         count += 1
         if json_out:
             _emit_line(Caption(u.text, "", True, u.end, time.monotonic() - t0, i).to_json())
@@ -187,7 +190,7 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
         streamer.finish()
 
     view = NullCaptionView() if quiet else caption_view(sys.stdout.isatty())
-    to_stdout = json_out or quiet or not (sys.stdout.isatty() and type(view).__name__ == "RichCaptionView")
+    to_stdout = json_out or quiet or not (sys.stdout.isatty() and view.prints_finals)
     feeder = threading.Thread(target=feed, name="voxcli-transcribe-feed", daemon=True)
     last = None
     try:
@@ -225,60 +228,71 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
             f"max lag {st.max_lag_s:.1f} s, {st.skipped} re-decode(s) skipped")
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("transcribe", help=HELP, short_help="Speech to text: file, stdin PCM or live mic captions.")
-    @guarded
-    def transcribe_cmd(
-        file: Annotated[Optional[str], typer.Argument(metavar="[FILE|-]", help="Audio file, or - for raw PCM on stdin.", show_default=False)] = None,
-        live: Annotated[bool, typer.Option("--live", help="Stream: the mic without FILE, or FILE paced at --speed.")] = False,
-        speed: Annotated[float, typer.Option("--speed", min=0.0, help="Pacing of FILE with --live (1 = real time, 0 = unpaced).")] = 1.0,
-        rate: Annotated[int, typer.Option("--rate", min=1000, max=384000, help="Sample rate of stdin PCM.")] = SR,
-        fmt: Annotated[str, typer.Option("--format", help="Stdin PCM format: s16le or f32le.")] = "s16le",
-        json_out: Annotated[bool, typer.Option("--json", help="JSON lines of every caption plus a final stats record on stdout.")] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No live view and no summary on stderr (errors still go there).")] = False,
-        model: Annotated[Optional[str], typer.Option("--model", "-m", help="ASR model name (default moonshine-tiny-en).", autocompletion=complete_asr_model)] = None,
-        endpoint_ms: Annotated[Optional[int], typer.Option("--endpoint-ms", min=100, max=10000, help="Silence that ends an utterance, ms (default: config asr.endpoint_ms, else 500).")] = None,
-        step_ms: Annotated[int, typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking.")] = 500,
-        agreement: Annotated[int, typer.Option("--agreement", min=1, max=5, help="Hypotheses that must agree before a word is stable.")] = 2,
-        device: Annotated[Optional[str], typer.Option("--device", help="Input device index or name (see `voxcli devices`).", autocompletion=complete_input_device)] = None,
-        duration: Annotated[Optional[float], typer.Option("--duration", min=0.1, help="Stop after this many seconds of audio (streaming input).")] = None,
-    ) -> None:
-        from voxcli.asr.streamer import open_asr_streamer
+def _open_source(file: Optional[str], use_stdin: bool, live_args: tuple[int, str, float, Optional[str]],
+                 stop: threading.Event) -> tuple[Iterator[np.ndarray], str, bool, Callable[[], None] | None]:
+    """(chunks, source name, lockstep, close) for stdin PCM, a file paced at --speed, or the microphone."""
+    rate, fmt, speed, device = live_args
+    clean = _NonFiniteWarner()
+    if use_stdin:
+        return stdin_chunks(rate, fmt, stop, clean), "stdin", False, None
+    if file is not None:
+        from voxcli.audio.files import read_audio
 
-        if fmt not in ("s16le", "f32le"):
-            raise UsageError(f"unknown PCM format {fmt!r}", hint="use --format s16le or --format f32le")
-        from voxcli.config import load_config
+        audio = clean(read_audio(file, rate=SR)[0])
+        return file_chunks(audio, speed, stop), os.path.basename(file), speed == 0, None
+    with device_hint("transcribe"):
+        chunks, on_close, source = mic_chunks(device, stop)
+    return chunks, source, False, on_close
 
-        cfg = load_config()  # flag > VOXCLI_ASR_* / VOXCLI_DEVICES_INPUT > config file > default
-        model = model or cfg.asr.model
-        device = device or cfg.devices.input
-        endpoint_ms = int(endpoint_ms or cfg.asr.endpoint_ms or 500)
-        use_stdin = file == "-" or (file is None and not live and not sys.stdin.isatty())
-        if file is None and not live and not use_stdin:
-            raise UsageError("nothing to transcribe", hint="give a FILE, `-` for raw PCM on stdin, or --live for the microphone")
-        if file not in (None, "-") and not live:
-            run_offline(file, model, json_out, endpoint_ms, quiet)
-            return
-        stop = threading.Event()
-        clean = _NonFiniteWarner()
-        on_close = None
-        if use_stdin:
-            chunks, source, lockstep = stdin_chunks(rate, fmt, stop, clean), "stdin", False
-        elif file is not None:
-            from voxcli.audio.files import read_audio
 
-            audio = clean(read_audio(file, rate=SR)[0])
-            chunks, source, lockstep = file_chunks(audio, speed, stop), os.path.basename(file), speed == 0
-        else:
-            chunks, on_close, source = mic_chunks(device, stop)
-            lockstep = False
-        try:
-            streamer = open_asr_streamer(model, agreement=agreement, step_ms=step_ms, endpoint_ms=endpoint_ms,
-                                         lockstep=lockstep, offline=STATE.offline)
-        except BaseException:
-            if on_close:
-                on_close()
-            raise
-        if on_close is not None and not quiet:  # the microphone: tell the person we are listening
-            err(f"listening on {source} (Ctrl-C to stop)")
+@guarded
+def transcribe(
+    file: Annotated[Optional[str], typer.Argument(metavar="[FILE|-]", help="Audio file, or - for raw PCM on stdin.", show_default=False)] = None,
+    live: Annotated[bool, flag("--live", help="Stream: the mic without FILE, or FILE paced at --speed.")] = False,
+    speed: SpeedOpt = 1.0,
+    model: ModelOpt = None,
+    endpoint_ms: EndpointMsOpt = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", min=0.1, help="Stop after this many seconds of audio (streaming input).", show_default=False)] = None,
+    step_ms: StepMsOpt = DEFAULT_STEP_MS,
+    agreement: AgreementOpt = DEFAULT_AGREEMENT,
+    rate: Annotated[int, typer.Option("--rate", min=1000, max=384000, help="Sample rate of stdin PCM.")] = SR,
+    device: InputDeviceOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="Stdin PCM format: s16le or f32le.")] = "s16le",
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
+    offline: OfflineOpt = False,
+) -> None:
+    """Speech to text (the `voxcli transcribe` command)."""
+    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.config import resolve
+
+    if fmt not in ("s16le", "f32le"):
+        raise UsageError(f"unknown PCM format {fmt!r}", hint="use --format s16le or --format f32le")
+    use_stdin = file == "-" or (file is None and not live and not sys.stdin.isatty())
+    if file is None and not live and not use_stdin:
+        raise UsageError("nothing to transcribe", hint="give a FILE, `-` for raw PCM on stdin, or --live for the microphone")
+    cfg = command_config()
+    model = resolve("asr.model", model, config=cfg)
+    endpoint = float(resolve("asr.endpoint_ms", endpoint_ms, config=cfg))
+    if file not in (None, "-") and not live:
+        run_offline(file, model, json_out, endpoint, quiet)
+        return
+    device = resolve("devices.input", device, config=cfg) if file is None and not use_stdin else None
+    stop = threading.Event()
+    chunks, source, lockstep, on_close = _open_source(file, use_stdin, (rate, fmt, speed, device), stop)
+    try:
+        streamer = open_asr_streamer(model, agreement=agreement, step_ms=step_ms, endpoint_ms=int(endpoint),
+                                     lockstep=lockstep, offline=STATE.offline)
+    except BaseException:
+        if on_close:
+            on_close()
+        raise
+    if on_close is not None and not quiet:  # the microphone: tell the person we are listening
+        err(f"listening on {source} (Ctrl-C to stop)")
+    with device_hint("transcribe"):
         run_stream(_limit(chunks, duration), streamer, json_out, source, stop, on_close, quiet)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("transcribe", help=HELP, short_help="Speech to text: file, stdin PCM or live mic captions.")(transcribe)

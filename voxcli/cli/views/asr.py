@@ -27,12 +27,18 @@ class StreamStatus:
 
 
 class CaptionView(Protocol):
+    prints_finals: bool
+    """True when the view itself prints each finished utterance where the user reads stdout
+    (the rich view on a terminal): the command then does not print it a second time."""
+
     def update(self, cap: Caption, status: StreamStatus) -> None: ...
     def close(self) -> None: ...
 
 
 class NullCaptionView:
     """`--quiet`: shows nothing (stdout still gets the committed lines)."""
+
+    prints_finals = False
 
     def update(self, cap: Caption, status: StreamStatus) -> None:
         pass
@@ -43,6 +49,8 @@ class NullCaptionView:
 
 class PlainCaptionView:
     """Appends newly stable words to a text stream; ends the line at each final."""
+
+    prints_finals = False
 
     def __init__(self, stream: IO[str] | None = None) -> None:
         self.stream = stream or sys.stderr
@@ -75,6 +83,7 @@ class RichCaptionView:
 
         self.console = Console(stderr=True, highlight=False)
         self.echo_finals = echo_finals
+        self.prints_finals = echo_finals
         self._cap: Caption | None = None
         self._status = StreamStatus(0.0, 0.0, 0.0)
         # stdout stays ours: the live view must never capture the transcript lines.

@@ -1,12 +1,15 @@
-"""Rich renderables for `voxcli bench`: the per-text metric table, a TTFA histogram, the history trend."""
+"""What `voxcli bench` shows on stderr: the TTFA table and histogram, the history trend, the ASR summary.
+
+Each display is built once as `grid.Grid` rows and text lines, then shown
+with rich on a terminal or as plain aligned lines in pipes, CI and NO_COLOR
+(`voxcli.cli.views.grid`), so `bench asr` has a plain view like the others.
+"""
 from __future__ import annotations
 
 import math
 from typing import Any, Sequence
 
-from rich.console import Group
-from rich.table import Table
-from rich.text import Text
+from voxcli.cli.views.grid import Cell, Column, Grid, Part, show
 
 LABELS = {
     "ttfa_ms": "TTFA ms",
@@ -32,55 +35,56 @@ def _fmt(v: Any, metric: str) -> str:
     return f"{v:.1f}" if abs(v) < 1000 else f"{v:.0f}"
 
 
-def metrics_table(doc: dict[str, Any]) -> Table:
+def _stat_row(grid: Grid, name: Cell, label: str, summary: dict[str, Any], metric: str, style: str = "") -> None:
+    grid.add(name, label, *(_fmt(summary[s], metric) for s in STATS), style=style)
+
+
+def metrics_grid(doc: dict[str, Any]) -> Grid:
     """One block of rows per text: min/p50/p95/p99/max of every metric (plus cold and batch rows)."""
-    table = Table(box=None, pad_edge=False, header_style="bold", title_justify="left")
-    table.add_column("text", no_wrap=True)
-    table.add_column("metric", no_wrap=True)
-    for s in STATS:
-        table.add_column(s, justify="right", no_wrap=True)
+    grid = Grid([Column("text"), Column("metric"), *(Column(s, "right") for s in STATS)])
     for t in doc["texts"]:
-        names = [t["name"], Text(f"{t['mode']}, {t['chars']} ch", style="dim")]
+        names: list[Cell] = [t["name"], (f"{t['mode']}, {t['chars']} ch", "dim")]
         for i, (metric, summary) in enumerate(t["summary"].items()):
-            table.add_row(names[i] if i < len(names) else "", LABELS.get(metric, metric),
-                          *(_fmt(summary[s], metric) for s in STATS))
+            _stat_row(grid, names[i] if i < len(names) else "", LABELS.get(metric, metric), summary, metric)
         if "batch" in t:
-            b = t["batch"]["ttfa_ms"]
-            table.add_row("", "batch ms", *(_fmt(b[s], "ms") for s in STATS), style="magenta")
+            _stat_row(grid, "", "batch ms", t["batch"]["ttfa_ms"], "ms", "magenta")
             ratio = t["batch"]["ratio_p50"]
-            table.add_row("", "stream/batch", "", "-" if ratio is None else f"{ratio:.3f}", "", "", "",
-                          style="magenta")
+            grid.add("", "stream/batch", "", "-" if ratio is None else f"{ratio:.3f}", style="magenta")
         if "cold" in t:
-            c = t["cold"]["ttfa_ms"]
-            table.add_row("", "cold TTFA ms", *(_fmt(c[s], "ms") for s in STATS), style="yellow")
-        table.add_section()
-    o = doc["overall"]
+            _stat_row(grid, "", "cold TTFA ms", t["cold"]["ttfa_ms"], "ms", "yellow")
+        grid.section()
     for metric in ("ttfa_ms", "audible_ttfa_ms", "rtf", "underruns"):
-        table.add_row("all texts" if metric == "ttfa_ms" else "", LABELS[metric], *(_fmt(o[metric][s], metric) for s in STATS),
-                      style="bold")
-    return table
+        _stat_row(grid, "all texts" if metric == "ttfa_ms" else "", LABELS[metric], doc["overall"][metric], metric,
+                  "bold")
+    return grid
 
 
-def histogram(values: Sequence[float], bins: int = 10, width: int = 36, label: str = "TTFA ms") -> Group:
-    """A horizontal-bar histogram of the values (one row per bin)."""
+def histogram(values: Sequence[float], bins: int = 10, width: int = 36, label: str = "TTFA ms") -> list[Cell]:
+    """A horizontal-bar histogram of the values, one line per bin."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     if not vals:
-        return Group(Text(f"{label}: no values"))
+        return [f"{label}: no values"]
     lo, hi = min(vals), max(vals)
     if hi - lo < 1e-9:
-        return Group(Text(f"{label}: all {len(vals)} runs at {lo:.1f}"))
+        return [f"{label}: all {len(vals)} runs at {lo:.1f}"]
     bins = max(1, min(bins, len(vals)))
     step = (hi - lo) / bins
     counts = [0] * bins
     for v in vals:
         counts[min(bins - 1, int((v - lo) / step))] += 1
     top = max(counts)
-    rows = [Text(f"{label} histogram ({len(vals)} warm runs)", style="bold")]
+    lines: list[Cell] = [(f"{label} histogram ({len(vals)} warm runs)", "bold")]
     for i, c in enumerate(counts):
         a = lo + i * step
         bar = "█" * max(1 if c else 0, round(c / top * width))
-        rows.append(Text.assemble(f"{a:8.1f}-{a + step:<8.1f} ", (bar, "cyan"), f" {c}"))
-    return Group(*rows)
+        lines.append([(f"{a:8.1f}-{a + step:<8.1f} ", ""), (bar, "cyan"), (f" {c}", "")])
+    return lines
+
+
+def show_ttfa(doc: dict[str, Any], warm_ttfa_ms: Sequence[float], *, fancy: bool | None = None) -> None:
+    """`bench ttfa`: a header line, the per-text table, the histogram of warm TTFA."""
+    header = (f"bench ttfa voice {doc['voice']}, {doc['runs']} runs + {doc['warmup']} warm-up per text", "bold")
+    show([header, metrics_grid(doc), *histogram(warm_ttfa_ms)], fancy=fancy)
 
 
 def spark(values: Sequence[float | None]) -> str:
@@ -97,12 +101,10 @@ def spark(values: Sequence[float | None]) -> str:
     return "".join(out)
 
 
-def history_table(entries: list[dict[str, Any]], metrics: Sequence[str]) -> Table:
+def history_grid(entries: list[dict[str, Any]], metrics: Sequence[str]) -> Grid:
     """Per metric: trend sparkline of p50, first/previous/latest p50 and p95, change vs previous."""
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for col, just in (("metric", "left"), ("trend (p50)", "left"), ("first p50", "right"), ("prev p50", "right"),
-                      ("latest p50", "right"), ("latest p95", "right"), ("change", "right")):
-        table.add_column(col, justify=just, no_wrap=True)  # type: ignore[arg-type]
+    grid = Grid([Column("metric"), Column("trend (p50)"), Column("first p50", "right"), Column("prev p50", "right"),
+                 Column("latest p50", "right"), Column("latest p95", "right"), Column("change", "right")])
     for m in metrics:
         p50s = [e["metrics"].get(m, {}).get("p50") for e in entries]
         known = [v for v in p50s if isinstance(v, (int, float))]
@@ -110,12 +112,46 @@ def history_table(entries: list[dict[str, Any]], metrics: Sequence[str]) -> Tabl
             continue
         latest = entries[-1]["metrics"].get(m, {})
         prev = known[-2] if len(known) > 1 else None
-        change = ""
+        change: Cell = ""
         if prev and isinstance(latest.get("p50"), (int, float)):
             pct = (latest["p50"] - prev) / prev * 100.0
-            change = Text(f"{pct:+.0f}%", style="red" if pct > 10 else "green" if pct < -10 else "")
-        table.add_row(
-            LABELS.get(m, m), spark(p50s), _fmt(known[0], m), _fmt(prev, m), _fmt(latest.get("p50"), m),
-            _fmt(latest.get("p95"), m), change,
-        )
-    return table
+            change = (f"{pct:+.0f}%", "red" if pct > 10 else "green" if pct < -10 else "")
+        grid.add(LABELS.get(m, m), spark(p50s), _fmt(known[0], m), _fmt(prev, m), _fmt(latest.get("p50"), m),
+                 _fmt(latest.get("p95"), m), change)
+    return grid
+
+
+def show_history(entries: list[dict[str, Any]], metrics: Sequence[str], where: str, *,
+                 fancy: bool | None = None) -> None:
+    """`bench history`: how many runs over which dates, then the trend table."""
+    header = [(f"bench history: {len(entries)} run(s)", "bold"),
+              (f", {entries[0]['timestamp']} .. {entries[-1]['timestamp']} ({where})", "")]
+    show([header, history_grid(entries, metrics)], fancy=fancy)
+
+
+def asr_file_line(d: dict[str, Any]) -> str:
+    """One line per recording as `bench asr` finishes it (the same in both views)."""
+    return (f"{d['file']}: {d['audio_s']:.1f} s  batch WER {d['batch_wer']:.1%}  stream WER {d['stream_wer']:.1%}  "
+            f"retractions {d['retractions']}  delay p50 {d['commit_delay_p50_s']} s  RTF {d['worker_rtf']:.2f}")
+
+
+def asr_summary_parts(s: dict[str, Any], model: str) -> list[Part]:
+    """`bench asr`: a title line (what ran, with which settings) and one row per metric."""
+    grid = Grid([Column("metric"), Column("value", "right")])
+    rows = [
+        ("batch WER", f"{s['batch_wer']:.1%}"), ("streaming WER", f"{s['stream_wer']:.1%}"),
+        ("retractions", str(s["retractions"])),
+        ("commit delay p50", f"{s['commit_delay_p50_s']} s"), ("commit delay p95", f"{s['commit_delay_p95_s']} s"),
+        ("worker RTF", f"{s['worker_rtf']:.2f}"), ("max lag", f"{s['max_lag_s']:.1f} s"),
+        ("peak memory", f"{s['peak_rss_mb']:.0f} MB"),
+    ]
+    for k, v in rows:
+        grid.add(k, (v, "bold red") if k == "retractions" and s["retractions"] else v)
+    title = (f"bench asr: {s['files']} file(s), {s['audio_s']:.1f} s, {s['ref_words']} words", "bold")
+    settings = (f"model {model}, endpoint {s['endpoint_ms']:g} ms, step {s['step_ms']} ms, "
+                f"agreement {s['agreement']}, speed {s['speed']:g}", "dim")
+    return [title, settings, grid]
+
+
+def show_asr(summary: dict[str, Any], model: str, *, fancy: bool | None = None) -> None:
+    show(asr_summary_parts(summary, model), fancy=fancy)

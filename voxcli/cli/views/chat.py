@@ -11,11 +11,10 @@ import sys
 import threading
 from typing import Any
 
-from voxcli.cli.errors import _quiet_broken_pipe
-
-from voxcli.cli.views.tts import fancy_terminal
 from voxcli.chat.agent import BargeIn, Notice, Spoken, TurnStart
 from voxcli.chat.turnlog import TurnRecord
+from voxcli.cli.errors import quiet_broken_pipe
+from voxcli.cli.views.terminal import fancy_terminal
 from voxcli.events import Caption
 
 
@@ -157,7 +156,7 @@ class JsonChatView:
                 # The reader went away (`| head`): stop writing, let the worker's
                 # error end the run; the CLI maps BrokenPipeError to a quiet exit 0.
                 self.broken = True
-                _quiet_broken_pipe()
+                quiet_broken_pipe()
                 raise
 
     def close(self) -> None:

@@ -1,10 +1,10 @@
 """Showing `Progress` events: rich bars on a terminal, one line per phase off it, JSON lines with --json."""
 from __future__ import annotations
 
-import os
 import sys
 from typing import IO
 
+from voxcli.cli.views.terminal import fancy_terminal  # noqa: F401 - re-exported for the views
 from voxcli.events import Progress
 
 
@@ -16,11 +16,6 @@ def _fmt_bytes(n: float | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GB"
-
-
-def fancy_terminal(stream: IO[str] | None = None) -> bool:
-    stream = stream or sys.stderr
-    return bool(getattr(stream, "isatty", lambda: False)()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 class PlainProgress:

@@ -6,22 +6,15 @@ so logs stay readable and nothing ever touches stdout.
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import IO, Sequence
 
 from voxcli.audio.devices import DeviceInfo
+from voxcli.cli.views.terminal import fancy_terminal  # noqa: F401 - re-exported for the views
 from voxcli.events import AudioChunk, StreamStats
 
 #: Rows kept in the live table; older ones are summarized (100k-character texts).
 MAX_ROWS = 16
-
-
-def fancy_terminal(stream: IO[str] | None = None) -> bool:
-    """True when rich output is wanted: a TTY, NO_COLOR unset, TERM not dumb."""
-    stream = stream or sys.stderr
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty()) and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def _short(text: str, width: int = 48) -> str:
