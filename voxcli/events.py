@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Callable, ClassVar, Literal, TypeVar, dataclass_transform
 
 import numpy as np
 
@@ -28,8 +28,19 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-class _Event:
-    event: str = "event"
+class Event:
+    """Base of every event: `to_dict()`/`to_json()` with the event's name under "event".
+
+    The name is given in the class line (`class Caption(Event, event="caption")`),
+    next to the class it names, and is a class attribute, not a dataclass field.
+    """
+
+    event: ClassVar[str] = "event"
+
+    def __init_subclass__(cls, event: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if event:
+            cls.event = event
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"event": self.event}
@@ -49,8 +60,28 @@ class _Event:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
 
-@dataclass(frozen=True)
-class StreamStats(_Event):
+_Event = Event  # the old private name, until every importer uses `Event`
+
+_E = TypeVar("_E", bound=type)
+
+
+@dataclass_transform(frozen_default=True)
+def event(name: str, *, eq: bool = True) -> Callable[[_E], _E]:
+    """Declare an event class: a frozen dataclass whose JSON lines say `"event": name`.
+
+    One decorator instead of `@dataclass(frozen=True)` plus an `event = ...`
+    attribute on every class: the name stands next to the class it names.
+    """
+
+    def make(cls: _E) -> _E:
+        cls.event = name  # type: ignore[attr-defined]
+        return dataclass(frozen=True, eq=eq)(cls)  # type: ignore[return-value]
+
+    return make
+
+
+@event("stats")
+class StreamStats(Event):
     """Metrics of one finished (or cancelled) audio stream."""
 
     ttfa_s: float | None
@@ -67,11 +98,10 @@ class StreamStats(_Event):
     """Times a real-time player would have run dry waiting for the next chunk."""
     underrun_s: float = 0.0
     """Total length of those holes."""
-    event = "stats"
 
 
-@dataclass(frozen=True, eq=False)
-class AudioChunk(_Event):
+@event("chunk", eq=False)
+class AudioChunk(Event):
     """A piece of synthesized audio, or the stream's final/cancelled sentinel."""
 
     audio: np.ndarray
@@ -88,98 +118,101 @@ class AudioChunk(_Event):
     """Seconds of compute that produced this chunk."""
     stats: StreamStats | None = None
     """Only on the final/cancelled sentinel."""
-    event = "chunk"
 
     @property
     def duration_s(self) -> float:
         return self.audio.size / float(self.sample_rate) if self.sample_rate else 0.0
 
 
-@dataclass(frozen=True)
-class Caption(_Event):
+@event("caption")
+class Caption(Event):
     """A live transcript update: `stable` only ever grows within an utterance."""
 
     stable: str
+    """Words decided for good (LocalAgreement): later captions of the utterance start with them."""
     volatile: str
+    """The current guess for the rest; may still change."""
     is_final: bool
+    """The utterance ended (endpoint or end of input); `stable` is its transcript."""
     t_audio: float
     """Seconds of audio received when this caption was decided."""
     t_emit: float
     """Seconds since stream start when the caption was emitted."""
     utterance: int = 0
-    event = "caption"
+    """0-based number of the utterance within the stream."""
 
 
-@dataclass(frozen=True)
-class TextDelta(_Event):
+@event("delta")
+class TextDelta(Event):
     """A piece of text from an LLM or from stdin."""
 
     text: str
     index: int
+    """Position of this delta in its stream, from 0."""
     is_final: bool = False
     metrics: dict[str, float] = field(default_factory=dict)
     """On the final delta of an LLM stream: ttft_s, prompt_tokens, tokens, tokens_per_s, total_s."""
-    event = "delta"
 
 
-@dataclass(frozen=True)
-class Progress(_Event):
+@event("progress")
+class Progress(Event):
     """Progress of a long operation (pull): `done`/`total` in bytes or files."""
 
     phase: ProgressPhase
     done: int = 0
     total: int | None = None
+    """None while the size is unknown (no Content-Length yet)."""
     model: str = ""
     detail: str = ""
-    event = "progress"
+    """One human-readable line (URL, file name), for the views."""
 
 
-@dataclass(frozen=True)
-class Word(_Event):
+@event("word")
+class Word(Event):
     """A recognized word with its time span in the decoded buffer (seconds)."""
 
     text: str
     start: float
+    """Seconds from the start of the decoded buffer (estimated where the model gives no times)."""
     end: float
     prob: float = 1.0
-    event = "word"
+    """Model confidence where the model has one; 1.0 where it has none."""
 
 
 # ---------------------------------------------------------------- chat turns
 
-@dataclass(frozen=True)
-class TurnStart(_Event):
+@event("turn_start")
+class TurnStart(Event):
     """`voxcli chat`: a user turn was taken (its final transcript)."""
 
     turn: int
+    """1-based number of the exchange in this chat session."""
     user: str
-    event = "turn_start"
 
 
-@dataclass(frozen=True)
-class Spoken(_Event):
+@event("spoken")
+class Spoken(Event):
     """A piece of the assistant's reply, handed to the speaker."""
 
     turn: int
     text: str
-    event = "spoken"
+    """Exactly the text of the audio just queued to the speaker."""
 
 
-@dataclass(frozen=True)
-class BargeIn(_Event):
+@event("barge_in")
+class BargeIn(Event):
     """`voxcli chat`: the user interrupted the reply."""
 
     turn: int
     heard: str
     """The reply as heard up to the interruption (the new history entry)."""
     user_words: str
-    event = "barge_in"
 
 
-@dataclass(frozen=True)
-class Notice(_Event):
+@event("notice")
+class Notice(Event):
     """`voxcli chat`: something the user should be told (error, cut-off answer)."""
 
     kind: str
+    """What happened, for scripts: "error", "cut_off", "ignored"."""
     message: str
-    event = "notice"

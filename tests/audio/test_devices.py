@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+
 class Recorder:
     """Records the default source (the sink's monitor) on a thread."""
 
@@ -45,7 +46,7 @@ def _rms(a: np.ndarray) -> float:
 
 
 @pytest.mark.device
-def test_tone_played_by_player_comes_back_on_the_monitor(null_sink: str) -> None:
+def test_tone_played_by_player_comes_back_on_the_monitor(portaudio: None, null_sink: str) -> None:
     from voxcli.audio.devices import Player, list_devices
 
     assert any(d.max_output_channels > 0 for d in list_devices())
@@ -67,19 +68,12 @@ def test_tone_played_by_player_comes_back_on_the_monitor(null_sink: str) -> None
 
 
 @pytest.mark.device
-def test_abort_silences_at_once_and_pause_holds_playback(null_sink: str) -> None:
+def test_abort_silences_at_once(portaudio: None, null_sink: str) -> None:
     from voxcli.audio.devices import Player
 
     noise = (0.3 * np.random.default_rng(0).standard_normal(22050 * 4)).astype(np.float32)
     player = Player(22050, max_buffer_s=1.0)
-    player.pause()
-    writer = threading.Thread(target=player.write, args=(noise[:11025],))
-    writer.start()
-    writer.join(2)
-    time.sleep(0.3)
-    assert player.played_samples == 0, "paused player must not consume audio"
-    assert player.drain(timeout=0.2) is False
-    player.resume()
+    assert not hasattr(player, "pause") and not hasattr(player, "resume")  # dead code, removed (issue 12)
     # A write larger than the buffer blocks; abort must release it and stop at once.
     blocked = threading.Thread(target=player.write, args=(noise,))
     blocked.start()
@@ -93,7 +87,7 @@ def test_abort_silences_at_once_and_pause_holds_playback(null_sink: str) -> None
 
 
 @pytest.mark.device
-def test_voxcli_speak_plays_speech_into_the_null_sink(null_sink: str, real_cache: Path) -> None:
+def test_voxcli_speak_plays_speech_into_the_null_sink(portaudio: None, null_sink: str, real_cache: Path) -> None:
     rec = Recorder()
     env = {**os.environ, "NO_COLOR": "1"}
     proc = subprocess.run(
@@ -109,7 +103,7 @@ def test_voxcli_speak_plays_speech_into_the_null_sink(null_sink: str, real_cache
     assert voiced * audio.size / 16000 > 1.0, "less than a second of speech recorded"
 
 
-def test_unknown_device_is_exit_5_with_a_hint(real_cache: Path) -> None:
+def test_unknown_device_is_exit_5_with_a_hint(portaudio: None, real_cache: Path) -> None:
     from voxcli.cli.app import app
 
     result = CliRunner().invoke(app, ["speak", "Hello.", "--device", "no-such-device-xyz"], catch_exceptions=False)

@@ -19,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from voxcli.tts.chunker import ChunkerConfig, TextChunker, chunk_text, speakable
+from voxcli.tts.chunker import ChunkerConfig, TextChunker, chunk_text
+from voxcli.tts.normalize import speakable
 from voxcli.tts.streamer import TTSStreamer, Voice
 
 # Every code point class, lone surrogates included (the library API accepts any str).
@@ -67,13 +68,15 @@ class _Spy:
     def __init__(self, engine) -> None:  # type: ignore[no-untyped-def]
         self._engine = engine
         self.said: list[str] = []
+        self.normalize_flags: list[bool | None] = []
 
     def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
         return getattr(self._engine, name)
 
-    def prepare(self, text: str):  # type: ignore[no-untyped-def]
+    def prepare(self, text: str, normalize=None):  # type: ignore[no-untyped-def]
         self.said.append(text)
-        return self._engine.prepare(text)
+        self.normalize_flags.append(normalize)
+        return self._engine.prepare(text, normalize)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -93,6 +96,7 @@ def test_streaming_speak_path_survives_any_unicode_and_loses_nothing(voice, text
     assert all(c.kind == "audio" for c in chunks[:-1])
     expected = [t for t in (speakable(ch) for ch in chunk_text(text)) if t]
     assert spy.said == expected  # every speakable piece reached the voice, in order
+    assert all(flag is False for flag in spy.normalize_flags)  # normalized once, by the streamer
     assert s.spoken_chars == sum(map(len, expected)) and s.text_chars == len(text)
     for c in chunks[:-1]:
         assert c.audio.dtype.name == "float32" and c.audio.size and abs(c.audio).max() <= 1.0

@@ -58,3 +58,33 @@ def test_normalized_abbreviation_no_longer_splits_the_sentence():
     assert len(phonemizer.phonemize(normalize_text("Dr. Smith came home."))) == 1
     spoken = "".join(phonemizer.phonemize(normalize_text("It costs $3.50."))[0].phonemes)
     assert "dˈɑːlɚz" in spoken and "sˈɛnts" in spoken and "pɔɪnt" not in spoken
+
+
+def test_gov_smith_is_one_chunk_spoken_as_governor_smith():
+    """The chunker and the normalizer share one table: "Gov." neither cuts nor stays unexpanded."""
+    from voxcli.tts.chunker import chunk_text
+
+    assert chunk_text("Gov. Smith arrived.") == ["Gov. Smith arrived."]
+    assert normalize_text("Gov. Smith arrived.") == "Governor Smith arrived."
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("See No. 5 on p. 12 and Fig. 3.", "See number 5 on page 12 and figure 3."),
+    ("I said No. Then left.", "I said No. Then left."),  # not before a number: the word "no"
+    ("Apple Inc. Then Sony Ltd. made it.", "Apple Incorporated. Then Sony Limited made it."),
+    ("Cost approx. 5 dollars, cf. the list.", "Cost approximately 5 dollars, compare the list."),
+    ("Sen. Jones met Rep. Lee at Mt. Hood.", "Senator Jones met Representative Lee at Mount Hood."),
+])
+def test_shared_table_expansions(text, expected):
+    assert normalize_text(text) == expected
+
+
+def test_markup_is_stripped_once_on_the_streaming_path(monkeypatch):
+    """The streamer normalizes each chunk once and turns the voice's own normalization off."""
+    import voxcli.tts.normalize as norm
+
+    calls: list[str] = []
+    real = norm.strip_markup
+    monkeypatch.setattr(norm, "strip_markup", lambda t: calls.append(t) or real(t))
+    assert norm.speakable("**Gov.** Smith") == "Governor Smith"
+    assert len(calls) == 1

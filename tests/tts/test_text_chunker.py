@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from voxcli.tts.chunker import ChunkerConfig, TextChunker, chunk_text, speakable
+from voxcli.tts.chunker import ChunkerConfig, TextChunker, chunk_text
+from voxcli.tts.normalize import speakable
 
 
 def feed_in_pieces(text: str, cuts: list[int], config: ChunkerConfig | None = None) -> list[str]:
@@ -135,4 +136,24 @@ def test_speakable_removes_control_and_markup_but_keeps_words() -> None:
     assert speakable("**Bold** and `code`\x07 <b>tag</b> [label](http://x.y)") == "Bold and code tag label"
     assert speakable("a < b > c") == "a < b > c"
     assert speakable("😀 🎉\x00") == ""
-    assert speakable("Hi 😀") == "Hi 😀"
+    assert speakable("Hi 😀") == "Hi"
+    assert speakable("Dr. Smith paid $3.50.") == "Doctor Smith paid 3 dollars and 50 cents."
+
+
+@pytest.mark.parametrize("text, chunks", [
+    ("Gov. Smith arrived.", ["Gov. Smith arrived."]),
+    ("Sen. Jones and Fr. Brown met Ft. Knox staff.", ["Sen. Jones and Fr. Brown met Ft. Knox staff."]),
+    ("Apples and pears etc. Then we left.", ["Apples and pears etc. ", "Then we left."]),
+    ("At 3 p.m. Then we go.", ["At 3 p.m. ", "Then we go."]),
+    ("at 3 p.m. we go.", ["at 3 p.m. we go."]),
+    ("We met on Elm Dr. Then left.", ["We met on Elm Dr. ", "Then left."]),
+    ("He said No. Then he left.", ["He said No. ", "Then he left."]),
+])
+def test_abbreviation_periods_cut_exactly_where_the_normalizer_keeps_a_period(text: str, chunks: list[str]) -> None:
+    """One table: a chunk ends at an abbreviation's period iff the normalizer keeps it as a sentence end."""
+    from voxcli.tts.normalize import normalize_text
+
+    assert chunk_text(text, ChunkerConfig(first_words=0)) == chunks
+    for chunk in chunks:
+        spoken = normalize_text(chunk)
+        assert "." not in spoken[:-1], spoken  # no period inside a chunk: espeak would split the sentence there

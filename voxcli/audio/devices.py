@@ -7,6 +7,8 @@ queued, `drain()` waits until everything has played, `close()`/`abort()` stops
 the sound at once (Ctrl-C). sounddevice is imported lazily: it raises OSError
 at import when libportaudio is missing, which is as much "no audio device" as
 an empty device list, so both become DeviceUnavailableError with a hint.
+The hints here are neutral (the engine does not know which command runs);
+`voxcli.cli.errors` replaces them with per-command advice.
 """
 from __future__ import annotations
 
@@ -15,23 +17,72 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Final, Iterator
 
 import numpy as np
 
 from voxcli.audio.pcm import StreamResampler
 from voxcli.errors import DeviceUnavailableError
 
-PLAYBACK_HINT = "use -o out.wav or --raw to write the audio instead"
-CAPTURE_HINT = "pass an audio file instead of the microphone, or choose one with --device (see `voxcli devices`)"
+NO_PORTAUDIO_HINT: Final = "install PortAudio (Debian/Ubuntu: apt-get install libportaudio2), or work with audio files"
+DEVICE_HINT: Final = "see the available devices with `voxcli devices`"
 
 
 def _sd() -> Any:
     try:
         import sounddevice
     except (OSError, ImportError) as e:  # libportaudio missing
-        raise DeviceUnavailableError(f"audio unavailable: {e}", hint=PLAYBACK_HINT) from None
+        raise DeviceUnavailableError(f"audio unavailable: PortAudio cannot be loaded ({e})",
+                                     hint=NO_PORTAUDIO_HINT) from None
     return sounddevice
+
+
+def portaudio_error() -> str | None:
+    """Why PortAudio cannot be used here, or None when it loads (for `doctor` and test skips)."""
+    try:
+        _sd()
+    except DeviceUnavailableError as e:
+        return e.message
+    return None
+
+
+def _start(open_stream: Callable[..., Any], what: str, **kwargs: Any) -> Any:
+    """Open and start a PortAudio stream; any failure is a DeviceUnavailableError naming `what`."""
+    try:
+        stream = open_stream(channels=1, dtype="float32", **kwargs)
+        stream.start()
+    except Exception as e:  # noqa: BLE001 - PortAudioError and friends
+        raise DeviceUnavailableError(f"cannot open {what}: {e}", hint=DEVICE_HINT) from None
+    return stream
+
+
+def _stop(stream: Any) -> None:
+    """Abort and close a stream at once; a stream that is already gone is fine."""
+    try:
+        stream.abort()
+        stream.close()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def list_devices() -> list[DeviceInfo]:
+    """All PortAudio devices (empty when PortAudio has none)."""
+    sd = _sd()
+    try:
+        devices = sd.query_devices()
+        apis = sd.query_hostapis()
+        default_in, default_out = (sd.default.device if sd.default.device is not None else (-1, -1))
+    except Exception as e:  # noqa: BLE001 - PortAudioError without a device
+        raise DeviceUnavailableError(f"cannot list audio devices: {e}", hint=DEVICE_HINT) from None
+    out = []
+    for d in devices:
+        out.append(DeviceInfo(
+            index=int(d["index"]), name=str(d["name"]), hostapi=str(apis[d["hostapi"]]["name"]),
+            max_input_channels=int(d["max_input_channels"]), max_output_channels=int(d["max_output_channels"]),
+            default_samplerate=float(d["default_samplerate"]),
+            default_input=int(d["index"]) == default_in, default_output=int(d["index"]) == default_out,
+        ))
+    return out
 
 
 @dataclass(frozen=True)
@@ -46,30 +97,9 @@ class DeviceInfo:
     default_output: bool
 
 
-def list_devices() -> list[DeviceInfo]:
-    """All PortAudio devices (empty when PortAudio has none)."""
-    sd = _sd()
-    try:
-        devices = sd.query_devices()
-        apis = sd.query_hostapis()
-        default_in, default_out = (sd.default.device if sd.default.device is not None else (-1, -1))
-    except Exception as e:  # noqa: BLE001 - PortAudioError without a device
-        raise DeviceUnavailableError(f"cannot list audio devices: {e}", hint=PLAYBACK_HINT) from None
-    out = []
-    for d in devices:
-        out.append(DeviceInfo(
-            index=int(d["index"]), name=str(d["name"]), hostapi=str(apis[d["hostapi"]]["name"]),
-            max_input_channels=int(d["max_input_channels"]), max_output_channels=int(d["max_output_channels"]),
-            default_samplerate=float(d["default_samplerate"]),
-            default_input=int(d["index"]) == default_in, default_output=int(d["index"]) == default_out,
-        ))
-    return out
-
-
 def _pick(device: int | str | None, kind: str) -> tuple[int | None, dict[str, Any]]:
     """Resolve `--device` (index, exact or partial name, or None for the default) for input/output."""
     sd = _sd()
-    hint = PLAYBACK_HINT if kind == "output" else CAPTURE_HINT
     channels = "max_output_channels" if kind == "output" else "max_input_channels"
     if isinstance(device, str) and device.strip().isdigit():
         device = int(device)
@@ -81,16 +111,16 @@ def _pick(device: int | str | None, kind: str) -> tuple[int | None, dict[str, An
             if not matches:
                 names = ", ".join(f"{d['index']}: {d['name']}" for d in sd.query_devices() if d[channels] > 0)
                 raise DeviceUnavailableError(f"no {kind} device matches {device!r} (available: {names or 'none'})",
-                                             hint=hint)
+                                             hint=DEVICE_HINT)
             info = matches[0]
         else:
             info = sd.query_devices(device, kind=kind)
     except DeviceUnavailableError:
         raise
     except Exception as e:  # noqa: BLE001 - PortAudioError / ValueError when there is no device
-        raise DeviceUnavailableError(f"no audio {kind} device: {e}", hint=hint) from None
+        raise DeviceUnavailableError(f"no audio {kind} device: {e}", hint=DEVICE_HINT) from None
     if info[channels] < 1:
-        raise DeviceUnavailableError(f"device {info['name']!r} has no {kind} channels", hint=hint)
+        raise DeviceUnavailableError(f"device {info['name']!r} has no {kind} channels", hint=DEVICE_HINT)
     return int(info["index"]), info
 
 
@@ -120,17 +150,11 @@ class Player:
         self._offset = 0  # samples of _buf[0] already played
         self._queued = 0  # samples in _buf not yet played
         self._cond = threading.Condition()
-        self._paused = False
         self._closed = False
         self.underflows = 0
         self.played_samples = 0
-        try:
-            self._stream = sd.OutputStream(samplerate=self.device_rate, channels=1, dtype="float32",
-                                           device=index, latency=latency, callback=self._callback)
-            self._stream.start()
-        except Exception as e:  # noqa: BLE001
-            raise DeviceUnavailableError(f"cannot open audio output {self.device_name!r}: {e}",
-                                         hint=PLAYBACK_HINT) from None
+        self._stream = _start(sd.OutputStream, f"audio output {self.device_name!r}", samplerate=self.device_rate,
+                              device=index, latency=latency, callback=self._callback)
 
     def _callback(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         # Runs on the PortAudio thread: copy what is queued, pad with silence, never block.
@@ -139,7 +163,7 @@ class Player:
         with self._cond:
             if status and status.output_underflow:
                 self.underflows += 1
-            while filled < frames and self._buf and not self._paused:
+            while filled < frames and self._buf:
                 head = self._buf[0]
                 n = min(frames - filled, head.size - self._offset)
                 out[filled:filled + n] = head[self._offset:self._offset + n]
@@ -186,21 +210,12 @@ class Player:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._queued > 0 and not self._closed:
-                if self._paused or (deadline is not None and time.monotonic() > deadline):
+                if deadline is not None and time.monotonic() > deadline:
                     return False
                 self._cond.wait(0.05)
         if not self._closed:
             time.sleep(float(getattr(self._stream, "latency", 0.0) or 0.0))
         return True
-
-    def pause(self) -> None:
-        with self._cond:
-            self._paused = True
-
-    def resume(self) -> None:
-        with self._cond:
-            self._paused = False
-            self._cond.notify_all()
 
     def abort(self) -> None:
         """Stop at once, dropping queued audio (Ctrl-C, barge-in)."""
@@ -211,11 +226,7 @@ class Player:
             self._buf.clear()
             self._queued = 0
             self._cond.notify_all()
-        try:
-            self._stream.abort()
-            self._stream.close()
-        except Exception:  # noqa: BLE001 - already gone
-            pass
+        _stop(self._stream)
 
     close = abort
 
@@ -241,13 +252,8 @@ class MicCapture:
         self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=max(1, int(max_queue_s / block_s)))
         self.overflows = 0
         self._closed = False
-        try:
-            self._stream = sd.InputStream(samplerate=self.device_rate, channels=1, dtype="float32",
-                                          device=index, blocksize=blocksize, callback=self._callback)
-            self._stream.start()
-        except Exception as e:  # noqa: BLE001
-            raise DeviceUnavailableError(f"cannot open microphone {self.device_name!r}: {e}",
-                                         hint=CAPTURE_HINT) from None
+        self._stream = _start(sd.InputStream, f"microphone {self.device_name!r}", samplerate=self.device_rate,
+                              device=index, blocksize=blocksize, callback=self._callback)
 
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         # PortAudio thread: hand a copy over; if the consumer is stuck, drop the oldest block.
@@ -278,11 +284,7 @@ class MicCapture:
 
     def close(self) -> None:
         self._closed = True
-        try:
-            self._stream.abort()
-            self._stream.close()
-        except Exception:  # noqa: BLE001
-            pass
+        _stop(self._stream)
 
     def __enter__(self) -> "MicCapture":
         return self

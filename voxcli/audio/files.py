@@ -1,40 +1,62 @@
-"""Audio files: read anything soundfile reads, write atomically.
+"""Audio files: read anything soundfile reads, in blocks; write atomically.
+
+Readers trust nothing in a header before checking it (rate and channels are
+bounded, frame counts are never used to size a buffer) and decode in blocks,
+like ffmpeg and sox do: memory is flat in the file's length, so ten hours of
+audio cost what ten seconds do. `read_audio` is the whole-file convenience
+for short clips.
 
 Writers never leave a half-written file at the destination: audio goes to a
-temp file in the same directory (same filesystem, so the final `os.replace`
-is atomic) and is only moved into place when the stream completed.
+`fsutil.AtomicTarget` (temp sibling, fsynced, renamed into place) and only
+appears when the stream completed; Ctrl-C or an error leaves nothing behind.
 """
 from __future__ import annotations
 
 import os
-import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Final, Iterator
 
 import numpy as np
 
-from voxcli.audio.pcm import resample
+from voxcli.audio.pcm import MAX_CHANNELS, StreamResampler, check_rate
 from voxcli.errors import UsageError
+from voxcli.fsutil import AtomicTarget
+
+BLOCK_S: Final = 1.0
+"""Seconds of source audio decoded per block by `iter_audio` (the caller may ask for smaller)."""
+MAX_BLOCK_SAMPLES: Final = 1 << 20
+"""Cap on samples per read over all channels (4 MiB of float32), whatever the rate and channel count."""
 
 _FORMATS = {".wav": ("WAV", "PCM_16"), ".flac": ("FLAC", "PCM_16"), ".ogg": ("OGG", "VORBIS")}
 
 
-def _umask() -> int:
-    """The process umask, read without changing it where the OS allows (threads may be creating files)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+@dataclass(frozen=True)
+class AudioInfo:
+    """What a file's header says, checked against the bounds before any sample is decoded."""
+
+    path: Path
+    rate: int
+    """Sample rate from the header (Hz), within MIN_RATE..MAX_RATE."""
+    channels: int
+    """Channel count from the header, within 1..MAX_CHANNELS (mixed down to mono when read)."""
+    frames: int
+    """Frames the header announces; a truncated or lying file may deliver fewer (never trusted for allocation)."""
+
+    @property
+    def duration_s(self) -> float:
+        return self.frames / self.rate
 
 
-def read_audio(path: str | os.PathLike[str], rate: int | None = None) -> tuple[np.ndarray, int]:
-    """Read a file as mono float32; resample to `rate` when given. Returns (audio, rate)."""
+def _unreadable(p: Path, e: BaseException) -> UsageError:
+    """soundfile raises LibsndfileError / RuntimeError / TypeError: keep only the last line of its reason."""
+    reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+    return UsageError(f"{p}: cannot read audio ({reason})", hint="supported: WAV, FLAC, OGG, MP3 (whatever libsndfile reads)")
+
+
+def audio_info(path: str | os.PathLike[str]) -> AudioInfo:
+    """Read and bound-check the header only: a lying rate or channel count is a UsageError here, not 10 GB later."""
     import soundfile as sf
 
     p = Path(path)
@@ -43,14 +65,81 @@ def read_audio(path: str | os.PathLike[str], rate: int | None = None) -> tuple[n
     if p.is_dir():
         raise UsageError(f"{p}: is a directory, not an audio file")
     try:
-        data, sr = sf.read(str(p), dtype="float32", always_2d=True)
-    except Exception as e:  # soundfile raises LibsndfileError / RuntimeError / TypeError
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        raise UsageError(f"{p}: cannot read audio ({reason})", hint="supported: WAV, FLAC, OGG, MP3 (whatever libsndfile reads)") from None
-    audio = data.mean(axis=1).astype(np.float32) if data.shape[1] > 1 else data[:, 0].copy()
-    if rate is not None and rate != sr:
-        audio, sr = resample(audio, sr, rate), rate
-    return audio, int(sr)
+        info = sf.info(str(p))
+    except Exception as e:  # noqa: BLE001 - any decoder failure is the file's fault
+        raise _unreadable(p, e) from None
+    check_rate(int(info.samplerate), f"{p}: header sample rate")
+    if not 1 <= info.channels <= MAX_CHANNELS:
+        raise UsageError(f"{p}: header channel count {info.channels} is out of range (1..{MAX_CHANNELS})")
+    return AudioInfo(p, int(info.samplerate), int(info.channels), max(0, int(info.frames)))
+
+
+def iter_audio(path: str | os.PathLike[str], rate: int | None = None, *,
+               block_s: float = BLOCK_S) -> Iterator[np.ndarray]:
+    """Mono float32 blocks of a file, resampled to `rate` (None: the file's own rate), in bounded memory.
+
+    The header is checked now (a UsageError before the first block is asked
+    for); decoding happens as you iterate, about `block_s` of source audio at a
+    time, through one streaming resampler whose filter state spans the blocks,
+    so the concatenation equals a whole-file resample and memory does not
+    grow with the file's length. Block sizes vary (the resampler's delay).
+    """
+    return _open_blocks(path, rate, block_s)[1]
+
+
+def _open_blocks(path: str | os.PathLike[str], rate: int | None, block_s: float) -> tuple[AudioInfo, Iterator[np.ndarray]]:
+    """The checked header and a lazy block decoder (nothing decoded yet)."""
+    info = audio_info(path)
+    if rate is not None:
+        check_rate(rate, "target sample rate")
+    return info, _decode_blocks(info, rate, block_s)
+
+
+def _block_frames(info: AudioInfo, block_s: float) -> int:
+    """Frames per read: `block_s` of audio, but never more than MAX_BLOCK_SAMPLES samples over all channels."""
+    return max(1, min(int(block_s * info.rate), MAX_BLOCK_SAMPLES // info.channels))
+
+
+def _decode_blocks(info: AudioInfo, rate: int | None, block_s: float) -> Iterator[np.ndarray]:
+    """The generator behind iter_audio: opens the file on the first `next()`, so it re-checks the header then."""
+    import soundfile as sf
+
+    resampler = StreamResampler(info.rate, rate) if rate is not None and rate != info.rate else None
+    frames = _block_frames(info, block_s)
+    try:
+        f = sf.SoundFile(str(info.path))
+    except Exception as e:  # noqa: BLE001
+        raise _unreadable(info.path, e) from None
+    with f:
+        if (f.samplerate, f.channels) != (info.rate, info.channels):  # replaced since the header was checked
+            raise UsageError(f"{info.path}: the file changed while it was being opened")
+        while True:
+            try:
+                data = f.read(frames, dtype="float32", always_2d=True)
+            except Exception as e:  # noqa: BLE001 - a file damaged past its header
+                raise _unreadable(info.path, e) from None
+            if not len(data):
+                break
+            mono = data.mean(axis=1, dtype=np.float32) if data.shape[1] > 1 else data[:, 0].copy()
+            out = resampler.process(mono) if resampler else mono
+            if out.size:
+                yield out
+    if resampler:
+        tail = resampler.process(np.zeros(0, np.float32), last=True)
+        if tail.size:
+            yield tail
+
+
+def read_audio(path: str | os.PathLike[str], rate: int | None = None) -> tuple[np.ndarray, int]:
+    """A whole (short) file as mono float32 at `rate` (None: its own rate). Returns (audio, rate).
+
+    Memory is the decoded result, so use `iter_audio` for anything that may
+    be long (user files); this is for reference clips and tests.
+    """
+    info, blocks = _open_blocks(path, rate, BLOCK_S)
+    parts = list(blocks)
+    audio = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    return audio, rate if rate is not None else info.rate
 
 
 def audio_format_for(path: str | os.PathLike[str]) -> tuple[str, str]:
@@ -72,12 +161,13 @@ class AtomicAudioWriter:
         parent = self.path.parent if str(self.path.parent) else Path(".")
         if not parent.is_dir():
             raise UsageError(f"{self.path}: directory {parent} does not exist")
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".part", dir=parent)
-        os.close(fd)
-        self._tmp = Path(tmp)
-        self._file = sf.SoundFile(tmp, "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype)
+        self._target = AtomicTarget(self.path)
+        try:
+            self._file = sf.SoundFile(str(self._target.tmp), "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype)
+        except BaseException:
+            self._target.discard()
+            raise
         self.frames = 0
-        self._done = False
 
     def write(self, chunk: np.ndarray) -> None:
         a = np.clip(np.asarray(chunk, dtype=np.float32), -1.0, 1.0)
@@ -87,21 +177,22 @@ class AtomicAudioWriter:
 
     def commit(self) -> Path:
         """Close and move into place; returns the final path."""
-        if not self._done:
-            self._file.close()
-            os.chmod(self._tmp, 0o666 & ~_umask())  # mkstemp made it 0600; a new file follows the umask
-            os.replace(self._tmp, self.path)
-            self._done = True
+        if not self._target.done:
+            try:
+                self._file.close()
+            except BaseException:
+                self._target.discard()
+                raise
+            self._target.commit()
         return self.path
 
     def abort(self) -> None:
         """Close and delete the temp file; the destination is untouched."""
-        if not self._done:
+        if not self._target.done:
             try:
                 self._file.close()
             finally:
-                self._tmp.unlink(missing_ok=True)
-                self._done = True
+                self._target.discard()
 
     def __enter__(self) -> "AtomicAudioWriter":
         return self

@@ -4,10 +4,14 @@ Pipes carry raw PCM (s16le by default, f32le on request). Reads from a pipe
 can end in the middle of a sample, so `decode_pcm` returns the incomplete
 tail for the caller to prepend to the next read instead of dropping or
 misaligning it. Resampling uses soxr (high quality, streaming-capable).
+
+Sample rates are bounded (`MIN_RATE`..`MAX_RATE`, the same range for `--rate`
+and for a file's header) because resampling multiplies the data by
+target/source: a header that says 1 Hz turns a 318 KB WAV into 10 GB at 16 kHz.
 """
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Iterable, Iterator
 
 import numpy as np
 
@@ -15,6 +19,23 @@ from voxcli.errors import UsageError
 
 FORMATS: Final = ("s16le", "f32le")
 _WIDTH: Final = {"s16le": 2, "f32le": 4}
+
+MIN_RATE: Final = 1000
+"""Lowest sample rate accepted (Hz): at most 16x growth when resampling to 16 kHz."""
+MAX_RATE: Final = 384000
+"""Highest sample rate accepted (Hz): the top of what audio interfaces record."""
+MAX_CHANNELS: Final = 64
+"""Most channels a file may have: beyond this it is not a recording to transcribe (libsndfile allows 1024)."""
+
+
+def check_rate(rate: int, what: str) -> int:
+    """Return `rate` if within MIN_RATE..MAX_RATE, else a UsageError: "{what} {rate} Hz is out of range (...)".
+
+    `what` names the source, e.g. "--rate" or "talk.wav: header sample rate".
+    """
+    if not MIN_RATE <= rate <= MAX_RATE:
+        raise UsageError(f"{what} {rate} Hz is out of range ({MIN_RATE}..{MAX_RATE} Hz)")
+    return rate
 
 
 def _check(fmt: str) -> None:
@@ -89,3 +110,22 @@ class StreamResampler:
         if self._stream is None:
             return a
         return np.asarray(self._stream.resample_chunk(a, last=last), dtype=np.float32)
+
+
+def reblock(blocks: Iterable[np.ndarray], size: int) -> Iterator[np.ndarray]:
+    """Re-cut a stream of 1-D blocks into pieces of exactly `size` samples (the last may be shorter).
+
+    Decoded and resampled blocks vary in length; consumers paced per frame
+    (a VAD frame, a capture callback) want fixed pieces. Holds < `size` samples.
+    """
+    carry = np.zeros(0, np.float32)
+    for b in blocks:
+        a = np.asarray(b, dtype=np.float32).reshape(-1)
+        if carry.size:
+            a = np.concatenate([carry, a])
+        whole = a.size - a.size % size
+        for i in range(0, whole, size):
+            yield a[i : i + size]
+        carry = a[whole:].copy()
+    if carry.size:
+        yield carry

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -22,8 +22,9 @@ from voxcli.asr.agreement import normalize_word
 from voxcli.asr.streamer import ASREngine, ASRStreamer
 from voxcli.asr.batch import transcribe_audio
 from voxcli.bench.metrics import percentile
-from voxcli.asr.endpointer import SAMPLE_RATE, SileroVAD, VADConfig
+from voxcli.asr.endpointer import SAMPLE_RATE, FrameScorer, VADConfig
 from voxcli.bench.wer import WER, word_errors
+from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_ENDPOINT_MS, DEFAULT_STEP_MS
 from voxcli.events import Caption
 
 
@@ -102,14 +103,18 @@ def _r(v: float) -> float | None:
 
 @dataclass
 class BenchConfig:
+    """How each file is streamed; the ASR defaults are the same ones `transcribe --live` uses."""
+
     speed: float = 1.0
-    step_ms: int = 500
-    agreement: int = 2
-    endpoint_ms: int = 500
+    """Feed rate relative to real time (0 = lockstep: every step decoded before the next, no skips)."""
+    step_ms: int = DEFAULT_STEP_MS
+    agreement: int = DEFAULT_AGREEMENT
+    endpoint_ms: float = DEFAULT_ENDPOINT_MS
     chunk_s: float = 0.1
+    """Size of each piece of audio sent to the streamer."""
 
 
-def stream_file(model: ASREngine, vad: SileroVAD, audio: np.ndarray, cfg: BenchConfig) -> tuple[str, list[Caption], ASRStreamer]:
+def stream_file(model: ASREngine, vad: FrameScorer, audio: np.ndarray, cfg: BenchConfig) -> tuple[str, list[Caption], ASRStreamer]:
     """Feed one recording through a streamer, paced at cfg.speed; collect the captions."""
     s = ASRStreamer(model, vad, agreement=cfg.agreement, step_ms=cfg.step_ms,
                     vad_config=VADConfig(endpoint_ms=cfg.endpoint_ms), lockstep=cfg.speed == 0)
@@ -128,7 +133,7 @@ def stream_file(model: ASREngine, vad: SileroVAD, audio: np.ndarray, cfg: BenchC
     return text, caps, s
 
 
-def bench_file(model: ASREngine, vad: SileroVAD, path: str, audio: np.ndarray, reference: str, cfg: BenchConfig) -> FileResult:
+def bench_file(model: ASREngine, vad: FrameScorer, path: str, audio: np.ndarray, reference: str, cfg: BenchConfig) -> FileResult:
     t = time.monotonic()
     batch = " ".join(u.text for u in transcribe_audio(model, vad, audio, VADConfig(endpoint_ms=cfg.endpoint_ms)))
     batch_s = time.monotonic() - t
@@ -166,8 +171,9 @@ class BenchResult:
         }
 
 
-def run_bench(model: ASREngine, vad: SileroVAD, items: Sequence[tuple[str, np.ndarray, str]], cfg: BenchConfig,
+def run_bench(model: ASREngine, vad: FrameScorer, items: Iterable[tuple[str, np.ndarray, str]], cfg: BenchConfig,
               on_file: Callable[[FileResult], None] | None = None) -> BenchResult:
+    """Bench each (path, 16 kHz audio, reference) in turn; `items` may be lazy, so only one file is in memory."""
     result = BenchResult(config=cfg)
     for path, audio, ref in items:
         fr = bench_file(model, vad, str(Path(path).name), audio, ref, cfg)

@@ -21,6 +21,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Final, Sequence
 
+#: Typical gap between turns in human conversation, across ten languages
+#: (Stivers et al. 2009, "Universals and cultural variation in turn-taking in
+#: conversation", PNAS 106(26)): the mode is about 0-200 ms.
+HUMAN_TURN_GAP_MS: Final = 200.0
+#: The budget a voice agent turn should stay under (the design notes' limit):
+#: beyond it the pause reads as "did it hear me?" and users start repeating.
+LIMIT_MS: Final = 1400.0
+
 #: Term names in turn order; `endpoint_ms` and `asr_tail_ms` run in parallel.
 TERMS: Final = (
     "uplink_ms",
@@ -42,14 +50,6 @@ LABELS: Final = {
     "tts_first_audio_ms": "TTS first audio",
     "downlink_ms": "downlink",
 }
-
-#: Typical gap between turns in human conversation, across ten languages
-#: (Stivers et al. 2009, "Universals and cultural variation in turn-taking in
-#: conversation", PNAS 106(26)): the mode is about 0-200 ms.
-HUMAN_TURN_GAP_MS: Final = 200.0
-#: The budget a voice agent turn should stay under (the design notes' limit):
-#: beyond it the pause reads as "did it hear me?" and users start repeating.
-LIMIT_MS: Final = 1400.0
 
 
 @dataclass(frozen=True)

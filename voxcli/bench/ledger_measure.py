@@ -65,7 +65,7 @@ def measure_asr_tail(runs: int = 3, offline: bool | None = None) -> Measurement 
         return None
     from voxcli.audio.files import read_audio
     from voxcli.asr.streamer import load_asr
-    from voxcli.hub.registry import resolve_model
+    from voxcli.hub.resolve import resolve_model
 
     model, _vad = load_asr(offline=offline)
     wav = resolve_model("speech-samples", kind="data", offline=offline).file("beckett.wav")

@@ -1,15 +1,22 @@
 """Word error rate with the text normalization ASR scoring needs.
 
-Scores compare words, not spelling conventions: case and punctuation are
-dropped, and numbers are spelled out ("42" -> "forty two", "3rd" ->
-"third") so a model writing digits and a reference writing words agree.
-Hyphens and dashes split words ("well-known" -> "well known").
+Scores compare words, not spelling conventions: both sides first go through
+the TTS text normalizer (`voxcli.tts.normalize`: years, prices, times and
+abbreviations become what a reader says, so "in 1984" and "in nineteen eighty
+four" are the same three words), then case and punctuation are dropped and
+the remaining numbers are spelled out ("42" -> "forty two", "3rd" -> "third").
+Hyphens and dashes split words ("well-known" -> "well known"). The alignment
+itself is jiwer's (rapidfuzz underneath), not ours.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
 from dataclasses import dataclass
+
+import jiwer
+
+from voxcli.tts.normalize import normalize_text as spoken_form
 
 _ONES = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
 _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
@@ -64,7 +71,7 @@ _NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?)(st|nd|rd|th|%)?", re.IGNORECASE)
 
 def normalize_text(text: str) -> list[str]:
     """Words for scoring: lower case, numbers spelled, punctuation gone (inner apostrophes kept)."""
-    t = unicodedata.normalize("NFKC", text).replace("\u2019", "'").replace("\u2018", "'")
+    t = spoken_form(unicodedata.normalize("NFKC", text))  # also folds typographic quotes to ASCII
     t = _NUMBER.sub(lambda m: f" {_spell_number(m)} ", t)
     t = t.lower().replace("&", " and ")
     t = re.sub(r"[^\w\s']", " ", t)
@@ -95,27 +102,9 @@ class WER:
 
 
 def word_errors(reference: str, hypothesis: str) -> WER:
-    """Levenshtein alignment over normalized words (substitutions, deletions, insertions)."""
+    """Minimum-edit alignment over normalized words (substitutions, deletions, insertions)."""
     ref, hyp = normalize_text(reference), normalize_text(hypothesis)
-    # prev[j] = (cost, subs, dels, ins) aligning ref[:i] with hyp[:j]
-    prev = [(j, 0, 0, j) for j in range(len(hyp) + 1)]
-    for i in range(1, len(ref) + 1):
-        cur = [(i, 0, i, 0)]
-        for j in range(1, len(hyp) + 1):
-            if ref[i - 1] == hyp[j - 1]:
-                best = prev[j - 1]
-            else:
-                s, d, n = prev[j - 1], prev[j], cur[j - 1]
-                best = min(
-                    (s[0] + 1, s[1] + 1, s[2], s[3]),
-                    (d[0] + 1, d[1], d[2] + 1, d[3]),
-                    (n[0] + 1, n[1], n[2], n[3] + 1),
-                )
-            cur.append(best)
-        prev = cur
-    _, subs, dels, ins = prev[-1]
-    return WER(subs, dels, ins, len(ref))
-
-
-def wer(reference: str, hypothesis: str) -> float:
-    return word_errors(reference, hypothesis).rate
+    if not ref or not hyp:  # jiwer refuses an empty reference; the counts are obvious here
+        return WER(0, len(ref), len(hyp), len(ref))
+    out = jiwer.process_words(" ".join(ref), " ".join(hyp))
+    return WER(out.substitutions, out.deletions, out.insertions, len(ref))

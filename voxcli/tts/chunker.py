@@ -16,23 +16,16 @@ end) is known, then cut after the run if the rule for this chunk allows it.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Final
+
+from voxcli.tts import abbreviations
 
 SENTENCE_END: Final = frozenset(".!?…")
 CLAUSE_END: Final = frozenset(",;:—–")
 CLOSERS: Final = frozenset("\"')]}»”’")
 
-#: Abbreviations after which a "." never ends a sentence (titles, Latin, "vs.").
-NEVER_END: Final = frozenset(
-    "mr mrs ms dr prof st sr jr rev gen col capt lt sgt hon mt ft vs e.g i.e cf approx ca viz".split()
-)
-#: Abbreviations that do not end a sentence when a number follows ("No. 5", "p. 12").
-BEFORE_NUMBER: Final = frozenset("no nos nr p pp fig figs vol ch sec art op eq ex".split())
 _DOTTED: Final = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$")  # U.S, e.g, a.m, i.e
-_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\ufeff]")
-_MARKUP: Final = re.compile(r"</?[A-Za-z][^<>\n]{0,200}>|[*_`#~|^\\]+|\[([^\]\n]*)\]\([^)\n]*\)")
 
 
 @dataclass(frozen=True)
@@ -174,10 +167,11 @@ class TextChunker:
         if nxt.islower():
             return _NO
         token = _token_before(buf, p)
-        low = token.lower()
-        if low in NEVER_END or _DOTTED.match(token):
-            return _NO
-        if nxt.isdigit() and low in BEFORE_NUMBER:
+        abbr = abbreviations.find(token, nxt)
+        if abbr is not None:  # the normalizer keeps a period exactly where this cuts
+            previous = _token_before(buf, len(buf[:p - len(token)].rstrip()))
+            return r if abbreviations.ends_sentence(abbr, previous, nxt) else _NO
+        if _DOTTED.match(token):
             return _NO
         if len(token) == 1 and token.isupper():  # an initial: "J. R. R. Tolkien"
             return _NO
@@ -225,19 +219,6 @@ def _token_before(buf: str, p: int) -> str:
     while i > 0 and not buf[i - 1].isspace():
         i -= 1
     return buf[i:p].lstrip("\"'([{«“‘")
-
-
-def speakable(text: str) -> str:
-    """The text to give the voice: control characters and markup symbols removed.
-
-    Emoji and other symbols are kept (the phonemizer skips what it cannot say);
-    `[label](url)` links keep their label. Returns "" when nothing is left to say.
-    """
-    text = unicodedata.normalize("NFC", text)
-    text = _CONTROL.sub(" ", text)
-    text = _MARKUP.sub(lambda m: f" {m.group(1)} " if m.group(1) else " ", text)
-    text = " ".join(text.split())
-    return text if any(ch.isalnum() for ch in text) else ""
 
 
 def chunk_text(text: str, config: ChunkerConfig | None = None) -> list[str]:

@@ -15,18 +15,9 @@ import re
 import unicodedata
 from typing import Final
 
-# Titles precede a name, so their period never ends a sentence.
-_TITLES: Final = {
-    "Mr": "Mister", "Mrs": "Missus", "Ms": "Miz", "Prof": "Professor", "Gen": "General",
-    "Capt": "Captain", "Lt": "Lieutenant", "Col": "Colonel", "Sgt": "Sergeant", "Gov": "Governor",
-    "Sen": "Senator", "Rep": "Representative", "Rev": "Reverend", "Mt": "Mount", "Fr": "Father",
-}
-# Abbreviations that can end a sentence: keep a period when the next word starts a sentence.
-_ENDABLE: Final = {
-    "etc.": "et cetera", "e.g.": "for example", "i.e.": "that is", "vs.": "versus", "Jr.": "Junior",
-    "Sr.": "Senior", "Inc.": "Incorporated", "Ltd.": "Limited", "Co.": "Company", "approx.": "approximately",
-    "a.m.": "AM", "p.m.": "PM", "A.M.": "AM", "P.M.": "PM",
-}
+from voxcli.tts import abbreviations
+from voxcli.tts.abbreviations import Kind
+
 _CURRENCIES: Final = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents"),
                       "£": ("pound", "pounds", "penny", "pence")}
 _SCALES: Final = "thousand|million|billion|trillion"
@@ -47,11 +38,9 @@ _PRICE = re.compile(
     rf"([$€£])\s?(\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.(\d{{1,2}}))?(\s?(?:{_SCALES})\b)?(?!\.?\d)")
 _TIME = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b(?!:\d)")
 _YEAR = re.compile(r"(?<![\d$€£.,:/-])\b(1[1-9]\d\d)(s?)\b(?![.,:/]?\d|%)")
-# Mr./Mrs./Ms./Prof. are always titles; the others only before a capitalized word.
-_TITLE = re.compile(r"\b(?:(Mrs|Mr|Ms|Prof)\.|(" + "|".join(_TITLES) + r")\.(?=\s+[A-Z]))")
-_DR = re.compile(r"\b(Dr|St)\.(?=\s|$)")
-_ENDABLE_RE = re.compile(
-    r"(?<![\w.])(" + "|".join(re.escape(k) for k in sorted(_ENDABLE, key=len, reverse=True)) + r")(,?)(?=(\s+\S|\s*$))")
+_ABBREVIATION = re.compile(r"(?<![\w.])(" + "|".join(
+    re.escape(a.written) for a in sorted(abbreviations.TABLE, key=lambda a: len(a.written), reverse=True)
+) + r")\.(,?)(?=\s|$)")
 _SPACES = re.compile(r"[ \t]+")
 
 
@@ -62,10 +51,19 @@ def normalize_text(text: str) -> str:
     text = _YEAR.sub(_year, text)  # before prices: their output has bare numbers
     text = _PRICE.sub(_price, text)
     text = _TIME.sub(_time, text)
-    text = _TITLE.sub(lambda m: _TITLES[m.group(1) or m.group(2)], text)
-    text = _DR.sub(_dr_or_st, text)
-    text = _ENDABLE_RE.sub(_endable, text)
+    text = _ABBREVIATION.sub(_abbreviation, text)
     return _SPACES.sub(" ", text).strip()
+
+
+def speakable(text: str) -> str:
+    """The words to give the voice for one chunk, or "" when there is nothing to say (whitespace, emoji).
+
+    This is the one pass over the text: markup and unspeakable characters are
+    stripped here once, so the streamer hands the result to the voice with its
+    own normalization off.
+    """
+    text = normalize_text(text)
+    return text if any(ch.isalnum() for ch in text) else ""
 
 
 def strip_unspeakable(text: str) -> str:
@@ -120,44 +118,36 @@ def _price(m: re.Match[str]) -> str:
     return " and ".join(parts)
 
 
+def _say_pair(head: int | str, tail: int, zero: str, suffix: str = "") -> str:
+    """Times and years are read the same way: "10 oh 5" / "19 oh 5", "10 30" / "19 84"; a zero tail is `zero`."""
+    if tail == 0:
+        return f"{head} {zero}{suffix}"
+    if tail < 10:
+        return f"{head} oh {tail}{suffix}"
+    return f"{head} {tail}{suffix}"
+
+
 def _time(m: re.Match[str]) -> str:
-    hour, minute = int(m.group(1)), int(m.group(2))
-    if minute == 0:
-        return f"{hour} o'clock"
-    if minute < 10:
-        return f"{hour} oh {minute}"
-    return f"{hour} {minute}"
+    return _say_pair(int(m.group(1)), int(m.group(2)), "o'clock")
 
 
 def _year(m: re.Match[str]) -> str:
     """1984 -> "19 84", 1905 -> "19 oh 5", 1900 -> "19 hundred", 1990s -> "19 90s"."""
     year, plural = m.group(1), m.group(2)
-    head, tail = year[:2], int(year[2:])
-    if tail == 0:
-        return f"{head} hundred{plural}"
-    if tail < 10:
-        return f"{head} oh {tail}{plural}"
-    return f"{head} {tail}{plural}"
+    return _say_pair(year[:2], int(year[2:]), "hundred", plural)
 
 
-def _dr_or_st(m: re.Match[str]) -> str:
-    """"Dr. Smith" -> Doctor, "Elm Dr." -> Drive; "St. Louis" -> Saint, "Elm St." -> Street."""
+def _abbreviation(m: re.Match[str]) -> str:
+    """Expand from the shared table; keep one period exactly where the chunker cuts (a sentence end)."""
+    after = m.string[m.end():].lstrip()
     before = m.string[:m.start()].split()
-    after = m.string[m.end():].lstrip()
-    place_before = bool(before) and before[-1][:1].isupper() and not before[-1].endswith((".", "!", "?"))
-    if after[:1].isupper() and not place_before:
-        return "Doctor" if m.group(1) == "Dr" else "Saint"
-    place = "Drive" if m.group(1) == "Dr" else "Street"
-    return place + ("." if not after or after[:1].isupper() else "")
-
-
-def _endable(m: re.Match[str]) -> str:
-    """Expand; keep one period when the next word starts a new sentence (or the text ends)."""
-    words = _ENDABLE[m.group(1)]
-    comma = m.group(2)
-    after = m.string[m.end():].lstrip()
-    if comma:
-        return words + comma
-    if not after or (after[:1].isupper() and m.group(1) not in ("e.g.", "i.e.", "vs.")):
-        return words + "."
-    return words
+    previous = before[-1] if before else ""
+    a = abbreviations.find(m.group(1), after)
+    if a is None:
+        return m.group(0)  # "No." not before a number is the word "no"
+    if a.kind is Kind.TITLE and not (a.always or a.place) and not after[:1].isupper():
+        return m.group(0)  # "Gen." / "Col." before a lowercase word may be something else
+    word = a.place if a.place and abbreviations.reads_as_place(a, previous, after) else a.spoken
+    if m.group(2):
+        return word + m.group(2)
+    return word + ("." if abbreviations.ends_sentence(a, previous, after) else "")
