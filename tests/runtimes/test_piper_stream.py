@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from voxcli.runtimes.onnx import session
+from voxcli.tts.normalize import normalize_text
 from voxcli.runtimes.piper.graph_split import SplitError, find_latent, load_or_split
 from voxcli.runtimes.piper.voice import PiperVoice, Prepared, StreamConfig
 
@@ -23,18 +25,18 @@ def voice_files(voice_bundle):
 @pytest.fixture(scope="module")
 def voice(voice_files, tmp_path_factory) -> PiperVoice:
     onnx_path, config_path = voice_files
-    return PiperVoice.load(onnx_path, config_path, derived_dir=tmp_path_factory.mktemp("derived"))
+    # The TTS layer's text rules, as voxcli.tts.streamer.load_voice passes them.
+    return PiperVoice.load(onnx_path, config_path, derived_dir=tmp_path_factory.mktemp("derived"),
+                           normalizer=normalize_text)
 
 
 @pytest.fixture(scope="module")
 def deterministic(voice_files, tmp_path_factory):
     """The same voice with noise scales 0 (front part deterministic), and the unsplit model."""
-    import onnxruntime as ort
-
     onnx_path, config_path = voice_files
     v = PiperVoice.load(onnx_path, config_path, derived_dir=tmp_path_factory.mktemp("derived0"))
     v.scales = np.array([0.0, v.voice_config.length_scale, 0.0], np.float32)
-    whole = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    whole = session(onnx_path)
     return v, whole
 
 
@@ -165,3 +167,13 @@ def test_unsplittable_voice_falls_back_to_whole_sentences(voice_files, tmp_path)
     assert p.latent is None and p.frames == 0 and p.audio is not None and p.audio.size > 0
     blocks = list(v.blocks(p))
     assert len(blocks) == 1 and blocks[0].size == p.audio.size
+
+
+def test_text_rules_come_from_the_caller(voice, monkeypatch):
+    """The runtime does not import the TTS layer's normalizer (layering); it applies the one it is given."""
+    seen: list[str] = []
+    monkeypatch.setattr(voice, "normalizer", lambda t: seen.append(t) or "Hello there.")
+    assert [p.text for p in voice.prepare("Who is it?")] == ["Hello there."] and seen == ["Who is it?"]
+    assert [p.text for p in voice.prepare("Who is it?", normalize=False)] == ["Who is it?"] and len(seen) == 1
+    monkeypatch.setattr(voice, "normalizer", None)
+    assert [p.text for p in voice.prepare("Hi there.")] == ["Hi there."]

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from voxcli.llm.base import METRIC_KEYS, LLMClient
+from voxcli.llm.local import LocalClient
+from voxcli.runtimes.smollm.graph import GRAPH_VERSION
 from voxcli.runtimes.smollm.local import GGUF_FILE, LocalLLM, LocalLLMConfig
 from voxcli.runtimes.smollm.prompt import DEFAULT_SYSTEM, fit_messages, render_turn
 
@@ -25,13 +27,19 @@ def gguf_path(llm_bundle):
 
 
 @pytest.fixture(scope="session")
-def llm(llm_bundle, gguf_path) -> LocalLLM:
+def engine(llm_bundle, gguf_path) -> LocalLLM:
     """The shipped configuration (precision='fast')."""
     return LocalLLM.load(gguf_path, llm_bundle.derived_dir)
 
 
 @pytest.fixture(scope="session")
-def exact_llm(llm_bundle, gguf_path) -> LocalLLM:
+def llm(engine) -> LocalClient:
+    """The shipped runtime behind the LLMClient adapter that `chat` uses."""
+    return LocalClient(engine)
+
+
+@pytest.fixture(scope="session")
+def exact_engine(llm_bundle, gguf_path) -> LocalLLM:
     return LocalLLM.load(gguf_path, llm_bundle.derived_dir, LocalLLMConfig(precision="exact"))
 
 
@@ -64,42 +72,83 @@ def test_tokenizer_from_gguf_round_trips_and_keeps_control_tokens(llm):
     assert llm.tokenizer.decode(ids) == "user\nnaïve café, 2024!\n"  # control tokens skipped
 
 
-def test_exact_graph_logits_match_numpy_reference(exact_llm, reference_logits):
+def test_exact_graph_logits_match_numpy_reference(exact_engine, reference_logits):
     prompt, fed, ref = reference_logits
-    got = exact_llm.logits_for(prompt, fed)
+    got = exact_engine.logits_for(prompt, fed)
     assert got.shape == ref.shape
     # fp32 everywhere, only summation order differs: measured 1.4e-4 on logits of magnitude ~28
     assert np.abs(got - ref).max() < 5e-3
     assert (got.argmax(-1) == ref.argmax(-1)).all()
 
 
-def test_fast_graph_tracks_reference(llm, reference_logits):
+def test_fast_graph_tracks_reference(engine, reference_logits):
     prompt, fed, ref = reference_logits
-    got = llm.logits_for(prompt, fed)
-    # int8 activations (as llama.cpp): measured max 2.5 off, same greedy tokens
+    got = engine.logits_for(prompt, fed)
+    # The Q4_1 model's own margin between the first tokens "The" and "L" is 0.09 here.
+    # Single-pass int8 activations were 2.3-2.6 off and flipped it on an AVX2 EPYC
+    # ("L'Étoile, la Cité, ..."); the two-pass int8 decode measures ~0.01.
     assert (got.argmax(-1) == ref.argmax(-1)).all()
-    assert np.abs(got - ref).max() < 5.0
-    assert np.corrcoef(got[0], ref[0])[0, 1] > 0.99
+    assert np.abs(got - ref).max() < 0.05
 
 
-def test_chunked_prefill_equals_one_pass(exact_llm, monkeypatch):
+def _int8_products_with(b, x: np.ndarray, w) -> tuple[np.ndarray, np.ndarray]:
+    """x @ W^T through one level-4 MatMulNBits, and through `matmul_two_pass` (weights `w` already in `b`)."""
+    from onnx import TensorProto
+
+    from voxcli.runtimes.onnx import session
+    from voxcli.runtimes.smollm.linear import INT8_LEVEL, matmul_two_pass
+
+    b.node("MatMulNBits", ["x", w.codes, w.scales, w.zero_points], ["one"], domain="com.microsoft",
+           K=w.k, N=w.n, bits=4, block_size=32, accuracy_level=INT8_LEVEL)
+    matmul_two_pass(b, "x", w, "two", rank=3)
+    vi = b.h.make_tensor_value_info
+    g = b.h.make_graph(b.nodes, "t", [vi("x", TensorProto.FLOAT, [1, None, w.k])],
+                       [vi("one", TensorProto.FLOAT, None), vi("two", TensorProto.FLOAT, None)], b.inits)
+    proto = b.h.make_model(g, opset_imports=[b.h.make_opsetid("", 21), b.h.make_opsetid("com.microsoft", 1)])
+    proto.ir_version = 10
+    one, two = session(proto.SerializeToString(), threads=1).run(None, {"x": x[None]})
+    return one[0], two[0]
+
+
+def test_two_pass_int8_product_is_near_fp32_where_one_pass_is_not(gguf_path):
+    """The cause of the wrong answers, on one real Q4_1 projection: int8 activation rounding."""
+    from voxcli.runtimes.smollm.gguf import GGUFModel
+    from voxcli.runtimes.smollm.graph import Builder
+    from voxcli.runtimes.smollm.linear import Packed
+
+    q = GGUFModel(gguf_path).q4_1("blk.0.ffn_down.weight")
+    n, nb, _ = q.codes.shape
+    b = Builder()
+    w = Packed(codes=b.init("w", (q.codes[..., 0::2] | (q.codes[..., 1::2] << 4)).astype(np.uint8)),
+               scales=b.init("s", q.scales), zero_points=b.init("z", np.zeros((n, (nb + 1) // 2), np.uint8)),
+               k=nb * 32, n=n, bits=4)
+    x = np.random.default_rng(0).standard_normal((3, nb * 32)).astype(np.float32)
+    x[:, 7] *= 40  # an outlier channel, as SiLU(gate)*up has
+    want = x.astype(np.float64) @ (q.codes * q.scales[..., None]).reshape(n, -1).T.astype(np.float64)
+    one, two = _int8_products_with(b, x, w)
+    scale = np.abs(want).max()
+    assert np.abs(one - want).max() > 3e-3 * scale  # int8 grid: visible error
+    assert np.abs(two - want).max() < 1e-4 * scale  # grid + remainder: fp32-like
+
+
+def test_chunked_prefill_equals_one_pass(exact_engine, monkeypatch):
     import voxcli.runtimes.smollm.local as local
 
-    ids = exact_llm.tokenizer.encode("The history of the lighthouse at the northern cape. " * 60)[:600]
+    ids = exact_engine.tokenizer.encode("The history of the lighthouse at the northern cape. " * 60)[:600]
     monkeypatch.setattr(local, "PREFILL_CHUNK", 128)
-    chunked = exact_llm.logits_for(ids, ids[:2])  # 128-token runs into the in-place KV buffers
+    chunked = exact_engine.logits_for(ids, ids[:2])  # 128-token runs into the in-place KV buffers
     monkeypatch.setattr(local, "PREFILL_CHUNK", 10_000)
-    whole = exact_llm.logits_for(ids, ids[:2])
+    whole = exact_engine.logits_for(ids, ids[:2])
     assert np.abs(chunked - whole).max() < 1e-3
 
 
-def test_next_turn_reuses_the_cached_conversation(llm):
+def test_next_turn_reuses_the_cached_conversation(llm, engine):
     first = FRANCE
     reply = llm.complete(first, max_new_tokens=32)
     second = first + [{"role": "assistant", "content": reply},
                       {"role": "user", "content": "And what is the capital of Italy?"}]
     warm = list(llm.stream(second, max_new_tokens=32))
-    llm.reset_cache()
+    engine.reset_cache()
     cold = list(llm.stream(second, max_new_tokens=32))
     assert warm[-1].metrics["cached_tokens"] >= 30  # system + first question at least
     assert cold[-1].metrics["cached_tokens"] == 0
@@ -107,18 +156,45 @@ def test_next_turn_reuses_the_cached_conversation(llm):
     assert warm_text == cold_text and "Rome" in warm_text
 
 
-def test_capital_of_france_with_fixed_seed(llm):
-    deltas = list(llm.stream(FRANCE, temperature=0.3, top_p=0.9, seed=7, max_new_tokens=48))
-    text = "".join(d.text for d in deltas)
-    assert "Paris" in text
+def test_seeded_sampling_is_reproducible_and_draws_what_the_reference_draws(llm, exact_engine):
+    """At T=0.3 the model itself says "L'Étoile ..." for some seeds (its first-token margin is
+    0.09), so the content is not the check here: the fast graph must draw the same tokens as
+    the exact one for the same seed, and a seed must reproduce its reply."""
+    sampling = dict(temperature=0.3, top_p=0.9, max_new_tokens=48)
+    exact = LocalClient(exact_engine)
+    for seed in (2, 7):
+        deltas = list(llm.stream(FRANCE, seed=seed, **sampling))
+        text = "".join(d.text for d in deltas)
+        assert text == exact.complete(FRANCE, seed=seed, **sampling)
+        assert text == llm.complete(FRANCE, seed=seed, **sampling)  # the seed makes sampling reproducible
     final = deltas[-1]
     assert final.is_final and sum(d.is_final for d in deltas) == 1
     assert set(METRIC_KEYS) <= set(final.metrics)
     assert final.metrics["tokens"] >= 2 and final.metrics["prompt_tokens"] > 10
     assert 0 < final.metrics["ttft_s"] <= final.metrics["total_s"]
     assert [d.index for d in deltas] == list(range(len(deltas)))
-    again = "".join(d.text for d in llm.stream(FRANCE, temperature=0.3, top_p=0.9, seed=7, max_new_tokens=48))
-    assert again == text  # the seed makes sampling reproducible
+
+
+def test_incremental_decoding_equals_a_full_decode_on_model_output(engine, monkeypatch):
+    """DecodeStream deltas == decode(all ids), multi-byte characters included, without re-decoding."""
+    from voxcli.runtimes.smollm.tokenizer import ChatTokenizer, IncrementalDecoder
+
+    tok = engine.tokenizer
+    runs = [list(engine.start(FRANCE, temperature=0.3, seed=seed, max_new_tokens=48)) for seed in (0, 1)]
+    runs.append(tok.encode("Crème brûlée 🙂 in 東京, naïve — ok"))  # multi-byte chars split across byte tokens
+    full = [tok.decode(ids) for ids in runs]
+    assert any(ord(ch) > 127 for ch in full[0] + full[1])  # the model's own output has "É" ("L'Étoile")
+
+    def no_full_decode(*a, **k):
+        raise AssertionError("IncrementalDecoder re-decoded all ids")
+
+    monkeypatch.setattr(ChatTokenizer, "decode", no_full_decode)
+    for ids, want in zip(runs, full):
+        dec = IncrementalDecoder(tok)
+        pieces = [dec.push(t) for t in ids]
+        assert "".join(pieces) == want
+        assert all("\ufffd" not in p for p in pieces)
+    assert "" in pieces  # a token that ended inside a character was held back
 
 
 def test_greedy_answer_mentions_paris(llm):
@@ -205,7 +281,8 @@ def test_cancel_aborts_a_long_prefill(llm, monkeypatch):
     assert deltas[-1].metrics["tokens"] == 0 and len(deltas) == 1
     # RunOptions.terminate aborted the ~1,500-token run: nothing was appended to the
     # cache beyond the prefix reused from an earlier conversation
-    assert llm._cache is not None and llm._cache.length == deltas[-1].metrics["cached_tokens"] < 100
+    cache = llm.engine._cache
+    assert cache is not None and cache.length == deltas[-1].metrics["cached_tokens"] < 100
 
 
 def _conversation(n_turns: int) -> list[dict]:
@@ -253,10 +330,19 @@ def test_single_oversized_message_keeps_its_end():
 def test_graph_and_tokenizer_are_built_once_then_loaded_without_parsing_the_gguf(gguf_path, tmp_path, monkeypatch):
     import voxcli.runtimes.smollm.gguf as gr
 
+    from voxcli.runtimes.smollm.gguf import file_fingerprint
+
     derived = tmp_path / "derived"
+    derived.mkdir()
+    stale = derived / f"decoder-v2-l4-{file_fingerprint(gguf_path)}.onnx"  # an older build's name: not to be read
+    stale.write_bytes(b"not a graph")
+    (derived / (stale.name + ".data")).write_bytes(b"")
     first = LocalLLM.load(gguf_path, derived)
     built = sorted(p.name for p in derived.iterdir() if not p.name.endswith(".lock"))
-    assert any(n.endswith(".onnx") for n in built) and any(n.endswith(".onnx.data") for n in built)
+    graph_name = f"decoder-v{GRAPH_VERSION}-fast-{file_fingerprint(gguf_path)}.onnx"
+    assert [n for n in built if n.endswith(".onnx")] == [graph_name]
+    assert any(n.endswith(".onnx.data") for n in built)
+    assert not any(n.startswith("decoder-v2-") for n in built)  # stale builds are removed
     assert not [n for n in built if n.startswith(".")]  # no temp leftovers
     mtimes = {p.name: p.stat().st_mtime_ns for p in derived.iterdir()}
 
@@ -273,9 +359,9 @@ def test_graph_and_tokenizer_are_built_once_then_loaded_without_parsing_the_gguf
 
 def test_load_local_llm_resolves_the_registry_model(real_cache, llm_bundle):
     from voxcli.llm import open_llm
-    from voxcli.runtimes.smollm.local import load_local_llm
+    from voxcli.llm.local import load_local_llm
 
     llm = load_local_llm(offline=True)
     assert llm.name.startswith("smollm2-135m-instruct")
-    assert isinstance(open_llm(None), LocalLLM) and isinstance(open_llm("local"), LocalLLM)
+    assert isinstance(open_llm(None), LocalClient) and isinstance(open_llm("local"), LocalClient)
     assert "Paris" in llm.complete(FRANCE, max_new_tokens=24)

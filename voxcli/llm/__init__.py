@@ -25,9 +25,16 @@ def open_llm(
     temperature: float | None = None,
     connect_timeout: float | None = None,
     first_token_timeout: float | None = None,
+    progress_timeout: float | None = None,
+    offline: bool | None = None,
     **local_options: Any,
 ) -> "LLMClient":
-    """An LLM client: HTTP when `url` is an http(s) URL, the on-device model otherwise."""
+    """An LLM client: HTTP when `url` is an http(s) URL, the on-device model otherwise.
+
+    `local_options` are `LocalLLMConfig` fields (e.g. `threads=1`); `offline` applies to
+    resolving the on-device model. `progress_timeout` (HTTP only): seconds without new text, after
+    the first token, that end the answer as cut off (`LLMTimeouts.progress`).
+    """
     if url and url != LOCAL:
         from voxcli.llm.openai_compat import LLMTimeouts, OpenAICompatClient
 
@@ -35,11 +42,12 @@ def open_llm(
         timeouts = LLMTimeouts(
             connect=connect_timeout if connect_timeout is not None else t.connect,
             first_token=first_token_timeout if first_token_timeout is not None else t.first_token,
+            progress=progress_timeout if progress_timeout is not None else t.progress,
         )
         return OpenAICompatClient(
             url, model, api_key_env=api_key_env, timeouts=timeouts, max_tokens=max_tokens, temperature=temperature
         )
-    from voxcli.runtimes.smollm.local import LocalLLMConfig, load_local_llm
+    from voxcli.llm.local import LocalLLMConfig, load_local_llm
 
     cfg = LocalLLMConfig()
     overrides: dict[str, Any] = dict(local_options)
@@ -51,4 +59,4 @@ def open_llm(
         from dataclasses import replace
 
         cfg = replace(cfg, **overrides)
-    return load_local_llm(model, cfg)
+    return load_local_llm(model, cfg, offline=offline)

@@ -22,6 +22,7 @@ import numpy as np
 
 from voxcli.errors import ModelNotFoundError, UsageError
 from voxcli.events import Word
+from voxcli.runtimes.onnx import session
 
 SAMPLE_RATE: Final = 16000
 ENCODER_FILE: Final = "encoder_model.ort"
@@ -30,10 +31,10 @@ TOKENIZER_FILE: Final = "tokenizer.json"
 
 # Greedy decoding can loop ("fail again fail again ..."); speech rarely runs
 # above ~4 tokens/s, so 6.5/s + 10 bounds a runaway without cutting real text.
-TOKENS_PER_SECOND: Final = 6.5
-TOKEN_SLACK: Final = 10
+TOKENS_PER_SECOND: Final[float] = 6.5
+TOKEN_SLACK: Final[int] = 10
 # The encoder's convolution stack needs at least this many samples (127 + 64*9).
-MIN_SAMPLES: Final = 1024
+MIN_SAMPLES: Final[int] = 1024
 
 
 @dataclass(frozen=True)
@@ -43,17 +44,6 @@ class DecoderShape:
     layers: int
     heads: int
     head_dim: int
-
-
-def _session(path: Path, threads: int | None):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 class MoonshineASR:
@@ -97,8 +87,8 @@ class MoonshineASR:
                 hint=f"voxcli pull {name}",
             )
         return cls(
-            _session(directory / ENCODER_FILE, threads),
-            _session(directory / DECODER_FILE, threads),
+            session(directory / ENCODER_FILE, threads=threads),
+            session(directory / DECODER_FILE, threads=threads),
             Tokenizer.from_file(str(directory / TOKENIZER_FILE)),
             name=name,
         )

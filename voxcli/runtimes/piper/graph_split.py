@@ -7,8 +7,8 @@ context. The latent is found by inspection, not by name: it is the single
 tensor produced outside the `/dec/` nodes that those nodes read (in
 en_US-joe-medium it is `/Mul_7_output_0`). `onnx.utils.Extractor` cuts the
 graph there; the two parts are written next to the model's other derived
-files (temp file + os.replace, under a file lock so two processes never
-split at the same time) and reused while the source model is unchanged.
+files (`voxcli.fsutil.atomic_write`, under a file lock so two processes
+never split at the same time) and reused while the source model is unchanged.
 A voice without such a tensor is not split: the caller synthesizes whole
 sentences instead.
 """
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from voxcli.fsutil import atomic_write
 
 _LOG = logging.getLogger(__name__)
 
@@ -100,10 +100,10 @@ def load_or_split(onnx_path: Path, derived_dir: Path | None) -> SplitGraph:
                 return cached
             split = split_in_memory(onnx_path)
             (derived_dir / _MANIFEST).unlink(missing_ok=True)  # invalid until both parts are new
-            _write_atomic(derived_dir / _FRONT, split.front)  # type: ignore[arg-type]
-            _write_atomic(derived_dir / _DECODER, split.decoder)  # type: ignore[arg-type]
+            atomic_write(derived_dir / _FRONT, split.front)  # type: ignore[arg-type]
+            atomic_write(derived_dir / _DECODER, split.decoder)  # type: ignore[arg-type]
             manifest = {"format": _FORMAT, "source": source, "latent": split.latent}
-            _write_atomic(derived_dir / _MANIFEST, json.dumps(manifest, indent=1).encode())
+            atomic_write(derived_dir / _MANIFEST, json.dumps(manifest, indent=1).encode())
             _LOG.info("split %s at %s into %s", onnx_path.name, split.latent, derived_dir)
             return SplitGraph(split.latent, derived_dir / _FRONT, derived_dir / _DECODER)
     except OSError as exc:  # read-only or full cache: still stream, from memory
@@ -127,17 +127,3 @@ def _read_cached(derived_dir: Path, source: dict[str, object]) -> SplitGraph | N
     if not (front.is_file() and decoder.is_file()):
         return None
     return SplitGraph(str(manifest["latent"]), front, decoder)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the cache may be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -23,8 +22,8 @@ from typing import Any, Final
 import numpy as np
 
 from voxcli.errors import ModelNotFoundError
+from voxcli.runtimes.onnx import default_threads, session
 from voxcli.runtimes.piper.graph_split import SplitError, load_or_split
-from voxcli.tts.normalize import normalize_text
 from voxcli.runtimes.piper.phonemize import EspeakPhonemizer, phonemes_to_ids
 
 _LOG = logging.getLogger(__name__)
@@ -109,20 +108,6 @@ class VoiceConfig:
             raise ModelNotFoundError(f"cannot read voice config {path}: {exc}") from exc
 
 
-def session_options(threads: int | None = None):
-    """CPU session: all graph optimizations, a fixed small thread pool, no busy-waiting."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads or max(1, min(DEFAULT_MAX_THREADS, os.cpu_count() or 1))
-    opts.inter_op_num_threads = 1
-    # spinning threads steal the shared cores from the audio/ASR threads between calls
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.log_severity_level = 3
-    return opts
-
-
 class PiperVoice:
     """A Piper voice: text -> sentences -> latent -> audio blocks (float32 mono)."""
 
@@ -136,40 +121,54 @@ class PiperVoice:
         self.config = stream_config
         self.phonemizer = phonemizer
         self.normalize = True
-        """Apply voxcli.tts.normalize before phonemizing (prices, times, Dr., markup...)."""
+        """Apply `normalizer` before phonemizing (a per-call `normalize=` overrides this)."""
+        self.normalizer: Callable[[str], str] | None = None
+        """Text -> words to speak (prices, times, Dr., markup...). Given by the caller
+        (`voxcli.tts.streamer.load_voice` passes `voxcli.tts.normalize.normalize_text`):
+        text rules belong to the TTS layer, the runtime only phonemizes. None: text as is."""
         self.scales = np.array([voice_config.noise_scale, voice_config.length_scale, voice_config.noise_w],
                                dtype=np.float32)
         self._front, self._decoder, self._whole = front, decoder, whole
         self.can_stream = front is not None and decoder is not None
+        self.threads: int | None = None
+        """Intra-op threads of each session (set by `load`)."""
+
+    def sessions(self) -> tuple[Any, ...]:
+        """The onnxruntime sessions in use: (front, decoder) when streaming, else (whole,)."""
+        return (self._front, self._decoder) if self.can_stream else (self._whole,)
 
     @classmethod
     def load(cls, onnx_path: Path, config_path: Path | None = None, derived_dir: Path | None = None,
-             stream_config: StreamConfig | None = None, *, threads: int | None = None) -> PiperVoice:
-        """Load once: phonemizer, then the split graph (cached in derived_dir) or the whole graph."""
-        import onnxruntime as ort
+             stream_config: StreamConfig | None = None, *, threads: int | None = None,
+             normalizer: Callable[[str], str] | None = None) -> PiperVoice:
+        """Load once: phonemizer, then the split graph (cached in derived_dir) or the whole graph.
 
+        `threads`: intra-op threads of each session (default: the cores, at most DEFAULT_MAX_THREADS);
+        `normalizer`: see the attribute.
+        """
         onnx_path = Path(onnx_path)
         config_path = Path(config_path) if config_path else onnx_path.with_name(onnx_path.name + ".json")
         if not onnx_path.is_file():
             raise ModelNotFoundError(f"voice model not found: {onnx_path}")
         vc = VoiceConfig.read(config_path)
         phonemizer = EspeakPhonemizer(vc.espeak_voice, vc.vowel_clusters)
-        opts = session_options(threads)
-        providers = ["CPUExecutionProvider"]
+        threads = threads or default_threads(DEFAULT_MAX_THREADS)
         name = onnx_path.name.removesuffix(".onnx")
         front = decoder = None
         try:
             split = load_or_split(onnx_path, derived_dir)
-            front = ort.InferenceSession(_source(split.front), opts, providers=providers)
-            decoder = ort.InferenceSession(_source(split.decoder), opts, providers=providers)
+            front = session(split.front, threads=threads)
+            decoder = session(split.decoder, threads=threads)
         except SplitError as exc:
             _LOG.info("voice %s cannot stream inside sentences (%s): whole sentences", name, exc)
         voice = cls(name, vc, phonemizer, front, decoder, None, stream_config or StreamConfig())
+        voice.normalizer = normalizer
+        voice.threads = threads
         if voice.can_stream and not voice._probe():
             voice._front = voice._decoder = None
             voice.can_stream = False
         if not voice.can_stream:
-            voice._whole = ort.InferenceSession(str(onnx_path), opts, providers=providers)
+            voice._whole = session(onnx_path, threads=threads)
         return voice
 
     def _probe(self) -> bool:
@@ -190,8 +189,8 @@ class PiperVoice:
 
     def sentences(self, text: str, normalize: bool | None = None) -> list[tuple[str, list[str], list[int]]]:
         """(sentence text, phonemes, ids) per sentence, split where Piper splits."""
-        if (self.normalize if normalize is None else normalize):
-            text = normalize_text(text)
+        if self.normalizer is not None and (self.normalize if normalize is None else normalize):
+            text = self.normalizer(text)
         out = []
         for s in self.phonemizer.phonemize(text):
             out.append((s.text, s.phonemes, phonemes_to_ids(s.phonemes, self.voice_config.phoneme_id_map)))
@@ -278,14 +277,10 @@ class PiperVoice:
             yield body
             start, k = stop, k + 1
 
-    def synthesize(self, text: str) -> np.ndarray:
+    def synthesize(self, text: str, normalize: bool | None = None) -> np.ndarray:
         """The whole text at once (the --no-stream / batch baseline), sentences concatenated."""
         parts = []
-        for p in self.prepare(text):
+        for p in self.prepare(text, normalize):
             parts.append(self._decode(p.latent) if p.latent is not None else
                          (p.audio if p.audio is not None else np.zeros(0, np.float32)))
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
-
-
-def _source(part: Path | bytes) -> str | bytes:
-    return os.fspath(part) if isinstance(part, Path) else part

@@ -4,18 +4,17 @@ Why: once the decoder graph is built, the GGUF is only needed for its
 vocabulary, merges and a few numbers -- but parsing its metadata with the
 `gguf` package takes about 2 s and 160 MB of small arrays (peak RSS during
 load went from ~420 MB to ~300 MB without it). So the first load writes them
-to `derived_dir` (temp file + os.replace; identical content, so the last
+to `derived_dir` (`fsutil.atomic_write`; identical content, so the last
 writer may win) and later loads read that file in milliseconds.
 """
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
+from voxcli.fsutil import atomic_write
 from voxcli.runtimes.smollm.gguf import GGUFModel, LlamaConfig, file_fingerprint
 from voxcli.runtimes.smollm.tokenizer import ChatTokenizer
 
@@ -52,13 +51,6 @@ def load_model_info(gguf_path: Path, derived_dir: Path, model: GGUFModel | None 
         "im_end_id": info.tokenizer.im_end_id,
         "config": asdict(info.config),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".info-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    path.parent.mkdir(parents=True, exist_ok=True)  # the bundle's derived_dir is created by whoever writes
+    atomic_write(path, json.dumps(data))
     return info

@@ -177,10 +177,6 @@ class GGUFModel:
         v = self.meta("tokenizer.ggml.eos_token_id")
         return None if v is None else int(v)
 
-    @property
-    def chat_template(self) -> str | None:
-        return self.meta("tokenizer.chat_template")
-
     def fingerprint(self) -> str:
         return file_fingerprint(self.path)
 

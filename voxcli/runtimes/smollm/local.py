@@ -1,43 +1,43 @@
-"""LocalLLM: SmolLM2-135M-Instruct on onnxruntime, an `LLMClient` with no network.
+"""LocalLLM: the SmolLM2-135M-Instruct runtime on onnxruntime (messages in, token ids out).
 
-Why this shape: the chat loop only needs `stream(messages)` and `cancel()`;
-everything model-specific (GGUF -> ONNX graph build, tokenizer, template,
-truncation, sampling) hides behind them. The prompt is prefilled in one run
+Why this shape: everything model-specific (GGUF -> ONNX graph build, tokenizer,
+template, truncation, sampling, KV cache) lives here; the `LLMClient` that the
+chat loop talks to (`stream(messages)` -> TextDelta with metrics, `cancel()`)
+is the thin adapter `voxcli.llm.local.LocalClient`, so runtimes/ knows nothing
+of the client contract. The prompt is prefilled in one run
 (in 512-token runs beyond that, to bound attention scratch memory), then one
 run per token; the KV cache is kept across turns so only the part of the
 prompt that changed is prefilled (`kv_cache.py`). `cancel()` is checked
 between tokens and also aborts a running prefill through onnxruntime's
 RunOptions.terminate, so a cancel returns within one token.
 
-Precision: "fast" (default) lets MatMulNBits quantize activations to int8 per
-32-block -- what llama.cpp does with Q8_1 -- about 3-4x faster on 2 cores;
-"exact" keeps fp32 activations and matches the numpy reference to ~1e-4.
+Precision: "fast" (default) decodes with int8 MatMulNBits kernels run twice
+per token (grid + remainder, see `linear.py`): logits within ~0.015 of the
+numpy reference, about 2x faster per token than "exact", which keeps fp32
+activations everywhere and matches the reference to ~1.5e-4.
 """
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import time
 import weakref
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterator
 
 import numpy as np
 
-from voxcli.errors import LLMError, ModelNotFoundError, UsageError
-from voxcli.events import TextDelta
-from voxcli.llm.base import make_metrics
-from voxcli.runtimes.smollm.graph import EMBED_NAME, MAX_POSITIONS
+from voxcli.errors import LLMError, UsageError
+from voxcli.runtimes.smollm.graph import EMBED_NAME, MAX_POSITIONS, PRECISIONS, Precision
 from voxcli.runtimes.smollm.kv_cache import KVCache
 from voxcli.runtimes.smollm.prompt import DEFAULT_SYSTEM, FittedPrompt, fit_messages
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+"""Registry name of the on-device model."""
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The weights file inside that bundle."""
 
-Precision = Literal["fast", "exact"]
-_LEVELS = {"fast": 4, "exact": 0}
 PREFILL_CHUNK = 512
 """Prompt tokens per prefill run: bounds attention scratch memory (heads x chunk x context)."""
 
@@ -60,7 +60,7 @@ class LocalLLMConfig:
     """Inserted when the conversation has no system message (None: none)."""
     precision: Precision = "fast"
     threads: int | None = None
-    """onnxruntime intra-op threads; None = min(4, cpu count)."""
+    """onnxruntime intra-op threads; None = the session policy's default (`voxcli.runtimes.onnx`)."""
 
 
 class _Stopped(Exception):
@@ -81,7 +81,7 @@ class _Handle:
 
 def _check_config(cfg: LocalLLMConfig, max_context: int) -> None:
     """Reject settings that cannot work with one clear line (UsageError, exit 2)."""
-    if cfg.precision not in _LEVELS:
+    if cfg.precision not in PRECISIONS:
         raise UsageError(f"precision must be 'fast' or 'exact', not {cfg.precision!r}")
     if not 64 <= cfg.context_window <= max_context:
         raise UsageError(f"context window must be between 64 and {max_context} tokens, not {cfg.context_window}")
@@ -122,7 +122,11 @@ def _sample(logits: np.ndarray, cfg: LocalLLMConfig, rng: np.random.Generator) -
 
 
 class LocalLLM:
-    """The on-device chat model. Build with `LocalLLM.load(gguf_path, derived_dir)`."""
+    """The on-device chat model: `start(messages)` is iterated for token ids.
+
+    Build with `LocalLLM.load(gguf_path, derived_dir)`; `voxcli.llm.local.LocalClient`
+    wraps it as the `LLMClient` that `chat` uses.
+    """
 
     def __init__(self, session, embed: np.ndarray | None, tokenizer, n_layers: int, n_kv: int, head_dim: int,
                  config: LocalLLMConfig) -> None:
@@ -142,13 +146,12 @@ class LocalLLM:
         self.name = "on-device model"
         """Shown by `voxcli chat` ("chat with ...")."""
         self.last_prompt: FittedPrompt | None = None
-        """What the last `stream` sent (for callers that show truncation)."""
+        """What the last `start` fitted into the context (for callers that show truncation)."""
 
     @classmethod
     def load(cls, gguf_path: Path, derived_dir: Path, config: LocalLLMConfig | None = None) -> "LocalLLM":
         """Open the GGUF, build (once) the ONNX decoder in `derived_dir`, start a session."""
-        import onnxruntime as ort
-
+        from voxcli.runtimes.onnx import session as onnx_session
         from voxcli.runtimes.smollm.artifacts import info_path, load_model_info
         from voxcli.runtimes.smollm.gguf import GGUFModel, file_fingerprint
         from voxcli.runtimes.smollm.graph import ensure_decoder, graph_filename
@@ -156,20 +159,16 @@ class LocalLLM:
         config = config or LocalLLMConfig()
         _check_config(config, MAX_POSITIONS)
         gguf_path, derived_dir = Path(gguf_path), Path(derived_dir)
-        level = _LEVELS[config.precision]
-        graph = derived_dir / graph_filename(file_fingerprint(gguf_path), level)
+        graph = derived_dir / graph_filename(file_fingerprint(gguf_path), config.precision)
         info_cached = info_path(gguf_path, derived_dir).exists()
         # parse the GGUF only when something must be built (first use) or read from it
         model = None if graph.exists() and info_cached else GGUFModel(gguf_path)
-        graph = ensure_decoder(gguf_path, derived_dir, level, model)
+        graph = ensure_decoder(gguf_path, derived_dir, config.precision, model)
         info = load_model_info(gguf_path, derived_dir, model)
         c = info.config
         _check_config(config, min(c.context, MAX_POSITIONS))
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = config.threads or min(4, os.cpu_count() or 1)
-        so.inter_op_num_threads = 1
         try:
-            session = ort.InferenceSession(str(graph), so, providers=["CPUExecutionProvider"])
+            session = onnx_session(graph, threads=config.threads)
         except Exception as exc:
             raise LLMError(f"cannot load the decoder graph {graph}: {exc}") from exc
         embed = None
@@ -183,18 +182,19 @@ class LocalLLM:
         llm.name = f"{Path(gguf_path).stem} (on-device, {config.precision})"
         return llm
 
-    # -- LLMClient ----------------------------------------------------------
+    # -- generation ----------------------------------------------------------
     def cancel(self) -> None:
-        """Stop every running `stream` at its next token (aborts a prefill in progress)."""
+        """Stop every running generation at its next token (aborts a prefill in progress)."""
         with self._lock:
             handles = list(self._active)
         for h in handles:
             h.cancel()
 
-    def stream(self, messages: list[dict], **overrides) -> Iterator[TextDelta]:
-        """Reply to `messages` token by token; the last delta carries the metrics.
+    def start(self, messages: list[dict], **overrides) -> "Generation":
+        """Fit `messages` into the context and register a generation; iterate it for token ids.
 
         `overrides` replace fields of the config for this call (e.g. temperature=0.7).
+        Bad settings raise UsageError here, before any iteration.
         """
         t0 = time.perf_counter()
         cfg = replace(self.config, **overrides) if overrides else self.config
@@ -203,37 +203,38 @@ class LocalLLM:
             messages, self.tokenizer.encode, cfg.context_window - cfg.max_new_tokens,
             default_system=cfg.system_prompt,
         )
+        self.last_prompt = fitted
         # registered now, not at the first next(): a cancel() that comes before
-        # iteration starts still applies; the weak set forgets dropped streams
+        # iteration starts still applies; the weak set forgets dropped generations
         handle = _Handle(self._ort.RunOptions())
         with self._lock:
             self._active.add(handle)
-        return self._generate(fitted, cfg, handle, t0)
+        return Generation(self, fitted, cfg, handle, GenerationStats(t_start=t0, prompt_tokens=len(fitted.ids)))
 
-    # -- generation ----------------------------------------------------------
     def _new_cache(self, capacity: int) -> KVCache:
         extra = {EMBED_NAME: self._embed} if self._embed is not None else None
         return KVCache(self._session, self._n_layers, self._n_kv, self._hd, capacity, extra)
 
     def _claim_cache(self, handle: "_Handle", capacity: int) -> KVCache:
-        """The shared cache if free (or held by a cancelled stream), else a private one."""
+        """The shared cache if free (or held by a cancelled generation), else a private one."""
         with self._lock:
             c = self._cache
             free = c is None or c.owner is None or getattr(c.owner, "cancelled").is_set()
             if not free:
-                return self._new_cache(capacity)  # a concurrent stream: do not share
+                return self._new_cache(capacity)  # a concurrent generation: do not share
             if c is None or c.capacity < capacity:
                 c = self._cache = self._new_cache(capacity)
             c.owner = handle
             return c
 
-    def _release_cache(self, handle: "_Handle") -> None:
+    def _release(self, handle: "_Handle") -> None:
         with self._lock:
             if self._cache is not None and self._cache.owner is handle:
                 self._cache.owner = None
+            self._active.discard(handle)
 
     def reset_cache(self) -> None:
-        """Forget the cached conversation (the next stream prefills from scratch)."""
+        """Forget the cached conversation (the next generation prefills from scratch)."""
         with self._lock:
             if self._cache is not None and self._cache.owner is None:
                 self._cache = None
@@ -249,57 +250,10 @@ class LocalLLM:
         assert logits is not None
         return logits
 
-    def _generate(self, fitted: FittedPrompt, cfg: LocalLLMConfig, handle: "_Handle", t0: float) -> Iterator[TextDelta]:
-        from voxcli.runtimes.smollm.tokenizer import IncrementalDecoder
-
-        self.last_prompt = fitted
-        t_first: float | None = None
-        rng = np.random.default_rng(cfg.seed)
-        decoder = IncrementalDecoder(self.tokenizer)
-        stop = self.tokenizer.stop_ids
-        cache = self._claim_cache(handle, cfg.context_window)
-        reused = cache.reuse_prefix(fitted.ids)
-        index, generated = 0, 0
-        pending = fitted.ids[reused:]
-        try:
-            while generated < cfg.max_new_tokens and not handle.cancelled.is_set():
-                try:
-                    logits = self._feed(cache, pending, handle)
-                except _Stopped:
-                    break
-                except Exception as exc:
-                    if handle.cancelled.is_set():  # RunOptions.terminate aborted the run
-                        break
-                    raise LLMError(f"local model failed: {exc}") from exc
-                token = _sample(logits, cfg, rng)
-                if t_first is None:
-                    t_first = time.perf_counter()
-                if token in stop:
-                    break
-                generated += 1
-                pending = [token]
-                text = decoder.push(token)
-                if text:
-                    yield TextDelta(text=text, index=index)
-                    index += 1
-        finally:
-            self._release_cache(handle)
-            with self._lock:
-                self._active.discard(handle)
-        metrics = make_metrics(
-            t_start=t0, t_first=t_first, t_end=time.perf_counter(), prompt_tokens=len(fitted.ids),
-            tokens=generated, cancelled=handle.cancelled.is_set(),
-        )
-        metrics["cached_tokens"] = float(reused)
-        if fitted.dropped_turns or fitted.clipped_tokens:
-            metrics["dropped_turns"] = float(fitted.dropped_turns)
-            metrics["clipped_tokens"] = float(fitted.clipped_tokens)
-        yield TextDelta(text="", index=index, is_final=True, metrics=metrics)
-
     def logits_for(self, prompt_ids: list[int], next_ids: list[int] = ()) -> np.ndarray:
         """Logits [1 + len(next_ids), vocab]: after a one-pass prefill, then per fed token.
 
-        Exposes exactly the runs `stream` makes, so tests compare them with the reference.
+        Exposes exactly the runs a generation makes, so tests compare them with the reference.
         """
         cache = self._new_cache(len(prompt_ids) + len(next_ids))  # private: never the shared one
         rows = [self._feed(cache, list(prompt_ids))]
@@ -307,28 +261,59 @@ class LocalLLM:
             rows.append(self._feed(cache, [int(t)]))
         return np.stack(rows)
 
-    def complete(self, messages: list[dict], **overrides) -> str:
-        """The whole reply as one string (convenience for scripts and tests)."""
-        return "".join(d.text for d in self.stream(messages, **overrides))
+
+@dataclass
+class GenerationStats:
+    """What one generation did, for the client's metrics (times are perf_counter seconds)."""
+
+    t_start: float
+    prompt_tokens: int
+    """Prompt length after truncation."""
+    cached_tokens: int = 0
+    """Prompt tokens whose keys/values were reused from the previous turn."""
+    tokens: int = 0
+    """Tokens generated (end-of-turn not counted)."""
+    t_first: float | None = None
+    """When the first token was sampled (None: none was)."""
+    cancelled: bool = False
+    dropped: tuple[int, int] = field(default=(0, 0))
+    """(oldest turns dropped, tokens clipped from one oversized message) to fit the context."""
 
 
-def load_local_llm(
-    name: str | None = None,
-    config: LocalLLMConfig | None = None,
-    *,
-    offline: bool | None = None,
-    on_progress=None,
-) -> LocalLLM:
-    """Resolve the model through the registry (pulling it if needed, with progress) and load it."""
-    from voxcli.hub.registry import resolve_model
+class Generation:
+    """One reply: iterate for its token ids (end-of-turn excluded); `stats` fills in as it runs."""
 
-    bundle = resolve_model(name or DEFAULT_MODEL, kind="llm", offline=offline, on_progress=on_progress)
-    path = Path(bundle.path) / GGUF_FILE
-    if not path.exists():  # another GGUF registered under another name
-        found = sorted(Path(bundle.path).glob("*.gguf"))
-        if not found:
-            raise ModelNotFoundError(f"model {bundle.name!r} has no GGUF file in {bundle.path}")
-        path = found[0]
-    llm = LocalLLM.load(path, Path(bundle.derived_dir), config)
-    llm.name = f"{bundle.name} (on-device, {llm.config.precision})"
-    return llm
+    def __init__(self, llm: LocalLLM, fitted: FittedPrompt, cfg: LocalLLMConfig, handle: _Handle,
+                 stats: GenerationStats) -> None:
+        self._llm, self._fitted, self._cfg, self._handle = llm, fitted, cfg, handle
+        self.stats = stats
+        self.stats.dropped = (fitted.dropped_turns, fitted.clipped_tokens)
+
+    def __iter__(self) -> Iterator[int]:
+        llm, cfg, handle, st = self._llm, self._cfg, self._handle, self.stats
+        rng = np.random.default_rng(cfg.seed)
+        stop = llm.tokenizer.stop_ids
+        cache = llm._claim_cache(handle, cfg.context_window)
+        st.cached_tokens = cache.reuse_prefix(self._fitted.ids)
+        pending = self._fitted.ids[st.cached_tokens :]
+        try:
+            while st.tokens < cfg.max_new_tokens and not handle.cancelled.is_set():
+                try:
+                    logits = llm._feed(cache, pending, handle)
+                except _Stopped:
+                    break
+                except Exception as exc:
+                    if handle.cancelled.is_set():  # RunOptions.terminate aborted the run
+                        break
+                    raise LLMError(f"local model failed: {exc}") from exc
+                token = _sample(logits, cfg, rng)
+                if st.t_first is None:
+                    st.t_first = time.perf_counter()
+                if token in stop:
+                    break
+                st.tokens += 1
+                pending = [token]
+                yield token
+        finally:
+            st.cancelled = handle.cancelled.is_set()
+            llm._release(handle)

@@ -19,7 +19,7 @@ CONTROL: int = 3
 
 @dataclass
 class ChatTokenizer:
-    """Encode/decode text; `decode_stream` turns ids into text pieces safely."""
+    """Encode/decode text; `IncrementalDecoder` turns generated ids into text pieces safely."""
 
     tok: "object"  # tokenizers.Tokenizer (typed loosely: no import at module load)
     eos_id: int
@@ -62,23 +62,22 @@ class ChatTokenizer:
 
 
 class IncrementalDecoder:
-    """Turn a growing id list into text deltas without splitting UTF-8 characters.
+    """Turn generated ids into text deltas without splitting UTF-8 characters.
 
-    A byte-level token can end in the middle of a multi-byte character; decoding
-    that prefix gives U+FFFD. We decode all ids so far and emit only the new
-    suffix, holding back while the text ends in U+FFFD.
+    A byte-level token can end in the middle of a multi-byte character (an "É"
+    or an emoji spans two or more tokens). `tokenizers.decoders.DecodeStream`
+    holds such bytes back until the character is complete and decodes only the
+    few ids since the last emitted piece, so each token costs the same however
+    long the reply is (re-decoding every id so far made a reply quadratic).
+    The concatenated deltas equal `ChatTokenizer.decode` of all ids.
     """
 
     def __init__(self, tokenizer: ChatTokenizer) -> None:
-        self._tk = tokenizer
-        self._ids: list[int] = []
-        self._emitted = 0
+        from tokenizers.decoders import DecodeStream
+
+        self._tok = tokenizer.tok
+        self._stream = DecodeStream(skip_special_tokens=True)
 
     def push(self, token_id: int) -> str:
-        self._ids.append(token_id)
-        text = self._tk.decode(self._ids)
-        if text.endswith("\ufffd"):
-            return ""
-        delta = text[self._emitted :]
-        self._emitted = len(text)
-        return delta
+        """The text that `token_id` completes ("" while a character is still incomplete)."""
+        return self._stream.step(self._tok, int(token_id)) or ""

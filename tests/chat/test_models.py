@@ -1,0 +1,67 @@
+"""The thread budget of `chat`: every model gets a share that fits the cores."""
+from __future__ import annotations
+
+import pytest
+
+from voxcli.chat.models import MAX_THREADS, ThreadBudget, thread_budget
+
+
+@pytest.mark.parametrize("cores, local, expected", [
+    (1, True, ThreadBudget(tts=1, asr=1, vad=1, llm=1)),
+    (2, True, ThreadBudget(tts=1, asr=1, vad=1, llm=1)),
+    (3, True, ThreadBudget(tts=2, asr=1, vad=1, llm=1)),
+    (4, True, ThreadBudget(tts=2, asr=2, vad=1, llm=2)),
+    (2, False, ThreadBudget(tts=2, asr=1, vad=1, llm=0)),
+    (64, True, ThreadBudget(tts=4, asr=4, vad=1, llm=4)),
+])
+def test_budget_table(cores, local, expected) -> None:
+    assert thread_budget(cores, local_llm=local) == expected
+
+
+@pytest.mark.parametrize("cores", range(2, 33))
+def test_the_models_that_run_together_fit_the_cores(cores) -> None:
+    b = thread_budget(cores)
+    assert b.tts + b.llm <= cores  # the voice speaks while the LLM writes
+    assert b.asr <= cores and b.vad == 1
+    assert all(1 <= n <= MAX_THREADS for n in (b.tts, b.asr, b.llm))
+
+
+def test_default_is_this_machine(monkeypatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert thread_budget() == ThreadBudget(tts=1, asr=1, vad=1, llm=1)
+    monkeypatch.setattr("os.cpu_count", lambda: None)
+    assert thread_budget().llm == 1
+
+
+_PROBE = """
+import json
+from voxcli.chat.models import ThreadBudget, open_chat_models
+m = open_chat_models(url="http://127.0.0.1:9/v1", budget=ThreadBudget(tts=1, asr=2, llm=0), max_tokens=16)
+intra = lambda s: s.get_session_options().intra_op_num_threads
+print(json.dumps({"llm": [type(m.llm).__name__, m.llm.max_tokens],
+                  "tts": sorted({intra(s) for s in m.voice.engine.sessions()}),
+                  "asr": sorted({intra(m.asr.model.encoder), intra(m.asr.model.decoder)}),
+                  "vad": intra(m.vad.session)}))
+m.asr.cancel()
+"""
+
+
+def test_open_chat_models_gives_each_model_its_share(real_cache) -> None:
+    """The budget reaches every session (a server answers: no LLM share). A fresh process, because a
+    voice is loaded once per process and the first load's threads stay."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "llm": ["OpenAICompatClient", 16], "tts": [1], "asr": [2], "vad": 1}
+
+
+def test_the_local_llm_gets_the_llm_share(real_cache) -> None:
+    """Without a URL the on-device model is configured with `budget.llm` threads."""
+    from voxcli.llm import open_llm
+
+    llm = open_llm(None, threads=thread_budget(2).llm)
+    assert llm.config.threads == 1

@@ -1,0 +1,99 @@
+"""The four models of a conversation, loaded with a thread budget that fits the cores.
+
+Why a budget: in `chat` the LLM writes while the voice speaks the previous
+clause and the mic keeps feeding the VAD (and the ASR, for barge-in). Each
+onnxruntime session left to its defaults sizes its own pool to the whole
+machine, so on 2 cores four pools of 2 fight over the same cores and every
+stage gets slower than it would be alone. `thread_budget` gives each model
+its share instead (the session policy in `voxcli.runtimes.onnx` turns
+spinning off, so a pool that is idle costs nothing).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Final
+
+from voxcli.config import DEFAULT_ENDPOINT_MS
+
+@dataclass(frozen=True)
+class ThreadBudget:
+    """Intra-op threads per model of a conversation."""
+
+    tts: int
+    """The voice: runs while the LLM writes, so it shares the cores with it."""
+    asr: int
+    """Speech recognition: mostly while the user speaks (the LLM and voice idle), also during replies for barge-in."""
+    llm: int
+    """The on-device LLM (0 when a server answers)."""
+    vad: int = 1
+    """Silero on 32 ms frames: a pool gains nothing, always 1."""
+
+
+MAX_THREADS: Final[int] = 4
+"""No model gains much beyond 4 intra-op threads at these sizes."""
+
+
+def thread_budget(cores: int | None = None, *, local_llm: bool = True) -> ThreadBudget:
+    """Split `cores` (default: os.cpu_count()) among the models of `chat`.
+
+    The LLM and the voice run at the same time, so they split the cores between
+    them (the LLM gets the smaller half: it is fed one token per run, the vocoder
+    blocks of ~64 frames); the ASR runs mostly while those two are idle and gets
+    half; the VAD gets one. Every share is at least 1 and at most MAX_THREADS.
+    """
+    n = max(1, cores if cores is not None else (os.cpu_count() or 1))
+
+    def share(k: int) -> int:
+        return max(1, min(MAX_THREADS, k))
+
+    llm = share(n // 2) if local_llm else 0
+    return ThreadBudget(tts=share(n - llm), asr=share(n // 2), llm=llm)
+
+
+@dataclass
+class ChatModels:
+    """What `voxcli.chat.agent.Agent` talks with, loaded by `open_chat_models`."""
+
+    llm: Any
+    """An `LLMClient` (voxcli.llm.base)."""
+    voice: Any
+    """A `voxcli.tts.streamer.Voice`; `voice.open_stream` is the agent's TTS factory."""
+    asr: Any
+    """A started `voxcli.asr.streamer.ASRStreamer`."""
+    vad: Any
+    """The agent's own VAD (barge-in and turn timing), separate from the streamer's."""
+    budget: ThreadBudget
+
+
+def open_chat_models(
+    *,
+    url: str | None = None,
+    llm_model: str | None = None,
+    voice: str | None = None,
+    asr_model: str | None = None,
+    endpoint_ms: float = DEFAULT_ENDPOINT_MS,
+    offline: bool | None = None,
+    budget: ThreadBudget | None = None,
+    **llm_options: Any,
+) -> ChatModels:
+    """Load the LLM client (HTTP when `url` is a URL, else on-device), the voice, the ASR and the VAD.
+
+    Each model gets its share of `budget` (default: `thread_budget()` for this machine).
+    `llm_options` go to `voxcli.llm.open_llm` as they are (api_key_env, max_tokens,
+    first_token_timeout, ...).
+    """
+    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.llm import LOCAL, open_llm
+    from voxcli.runtimes.silero_vad import SileroVAD
+    from voxcli.tts.streamer import load_voice
+
+    local = not url or url == LOCAL
+    budget = budget or thread_budget(local_llm=local)
+    if local:
+        llm_options["threads"] = budget.llm
+    llm = open_llm(url, llm_model, offline=offline, **llm_options)
+    voice_obj = load_voice(voice, offline=offline, threads=budget.tts)
+    vad = SileroVAD.resolve(offline=offline)
+    asr = open_asr_streamer(asr_model, endpoint_ms=endpoint_ms, offline=offline, threads=budget.asr)
+    return ChatModels(llm=llm, voice=voice_obj, asr=asr, vad=vad, budget=budget)
