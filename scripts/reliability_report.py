@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate tests/RELIABILITY.md from a pytest run: what was tried (per fault) and whether it held.
 
-    python -m pytest -q tests/reliability tests/models/test_pull.py tests/llm \\
+    python -m pytest -q tests/reliability tests/hub/test_pull.py tests/llm \\
         --junitxml=/tmp/reliability.xml
     python scripts/reliability_report.py /tmp/reliability.xml        # writes tests/RELIABILITY.md
     python scripts/reliability_report.py --run                        # runs that pytest itself first
@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "RELIABILITY.md"
-TEST_PATHS = ["tests/reliability", "tests/models/test_pull.py", "tests/llm/test_openai_compat.py",
-              "tests/engine/test_text_chunker.py", "tests/engine/test_tts_streamer.py", "tests/cli/test_speak.py"]
+TEST_PATHS = ["tests/reliability", "tests/hub/test_pull.py", "tests/llm/test_openai_compat.py",
+              "tests/tts/test_text_chunker.py", "tests/tts/test_tts_streamer.py", "tests/cli/test_speak.py"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,9 @@ ROWS = [
     Row("PCM", "truncated WAV and FLAC (0 % .. 99.9 %)", "test_pcm_fuzz", r"truncated_wav_and_flac"),
     Row("PCM", "sample-rate mismatches: files at 8/22.05/44.1/48 kHz stereo, stdin --rate right and wrong", "test_pcm_fuzz", r"other_rates|stdin_rate"),
     Row("PCM", "NaN/inf/huge values in stdin and in a float WAV; all-NaN and silence", "test_pcm_fuzz", r"nan|all_nan"),
+    Row("PCM", "header sample rate that lies (1, 3, 999 Hz) into transcribe, transcribe --live, chat --input: one error line, exit 2, under a 1.5 GB address-space cap", "test_pcm_fuzz", r"header_rate_that_lies"),
+    Row("PCM", "header with 65 channels; FLAC header claiming 2^36 samples: refused or read in blocks, never allocated", "test_pcm_fuzz", r"too_many_channels|lies_about_its_length"),
+    Row("PCM", "20 minutes of 48 kHz stereo decoded in blocks: peak RSS grows < 50 MB", "test_pcm_fuzz", r"long_file_decodes_in_flat_memory"),
     Row("Processes", "SIGINT/SIGTERM during speak: loading, waiting for stdin, streaming raw, writing a file", "test_signals", r"test_speak\["),
     Row("Processes", "SIGINT/SIGTERM during transcribe: loading, waiting for stdin, streaming stdin, offline file", "test_signals", r"test_transcribe\["),
     Row("Processes", "SIGINT/SIGTERM during chat: loading, waiting for the first token, speaking", "test_signals", r"test_chat\["),
@@ -84,6 +87,11 @@ ROWS = [
     Row("Secrets", "API key absent from stdout, stderr, DEBUG logs, turn log, files, --debug traces (echoing servers)", "test_secrets", r"key_never_appears_in_output"),
     Row("Secrets", "API key absent from exceptions, reprs and formatted tracebacks", "test_secrets", r"exceptions_reprs"),
     Row("Secrets", "API key absent from a real `voxcli --debug chat` process", "test_secrets", r"real_process_debug"),
+    Row("LLM endpoint", "first tokens, then keep-alive comments / empty deltas / blank deltas / silence forever: cut off after the progress timeout (1 s), the server sees us leave", "test_llm_faults", r"stops_making_progress|blank_deltas_from_the_very_start"),
+    Row("LLM endpoint", "a slow but steady answer is not cut by the progress timeout", "test_llm_faults", r"slow_but_steady"),
+    Row("LLM endpoint", "an endless reply without max_tokens stops at the client's cap (4096 tokens)", "test_llm_faults", r"without_max_tokens_an_endless"),
+    Row("LLM endpoint", "one 900 KB delta (with and without max_tokens): capped, counted as characters / 4, answer ends there", "test_llm_faults", r"one_giant_delta"),
+    Row("Secrets", "API key echoed into the answer (split across deltas, or in one delta): masked before any consumer sees it", "test_secrets", r"echoed_into_the_answer"),
 ]
 
 

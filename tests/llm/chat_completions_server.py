@@ -4,7 +4,9 @@ Used by the LLM client, agent and `voxcli chat` tests instead of a mocked
 client: the bytes cross a real socket, with HTTP/1.1 keep-alive and chunked
 transfer encoding as llama.cpp's server sends them. Behaviour is scripted per
 server (replies, first-token delay, per-token delay, drop after N body bytes,
-error statuses) and every request and connection is recorded so tests can
+error statuses, and hostile modes: stalling after N tokens with keep-alive
+comments, empty deltas, blank deltas or silence; the whole reply in one
+delta; echoing a request header into the reply) and every request and connection is recorded so tests can
 assert what the client did (reuse, cancellation, headers).
 """
 from __future__ import annotations
@@ -16,7 +18,11 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Callable, Literal
+
+StallMode = Literal["comments", "empty_deltas", "blank_deltas", "silence"]
+STALL_LIMIT_S = 120.0
+"""A stalling handler gives up after this long even if the client never leaves (a failing test)."""
 
 
 @dataclass
@@ -37,6 +43,15 @@ class Script:
     usage: bool = True
     preamble: bytes = b""
     """Raw SSE bytes sent before the first token (malformed-line tests)."""
+    stall_after: int | None = None
+    """After this many tokens, never send another word: keep the connection busy with `stall_mode`."""
+    stall_mode: StallMode = "comments"
+    """comments: `: keep-alive` lines; empty_deltas: `{"delta": {"content": ""}}` events;
+    blank_deltas: deltas of one space; silence: no bytes at all (all every 50 ms, until the client leaves)."""
+    one_delta: bool = False
+    """Send the whole reply as a single delta (a proxy that buffers, or a hostile server)."""
+    echo_header: str | None = None
+    """Append `<header>: <value>` of this request header to the reply (a proxy echoing the headers)."""
 
 
 @dataclass
@@ -50,6 +65,13 @@ class Record:
     bytes_sent: int = 0
     client_gone: bool = False
     """The client closed the connection while we were still streaming."""
+
+
+def _delta_event(model: str, content: str) -> bytes:
+    """One SSE event carrying `content` as a chat-completions delta."""
+    chunk = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model,
+             "choices": [{"index": 0, "delta": {"content": content}, "finish_reason": None}]}
+    return f"data: {json.dumps(chunk)}\n\n".encode()
 
 
 def tokens_of(text: str) -> list[str]:
@@ -88,6 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(script.status, {"error": {"message": script.error_message, "type": "test"}})
             return
         reply = script.reply_fn(body.get("messages", [])) if script.reply_fn else owner.next_reply()
+        if script.echo_header:
+            reply += f" {script.echo_header}: {self.headers.get(script.echo_header, '')}"
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -110,18 +134,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._check_client(rec)
         if script.preamble and not self._chunk(rec, script, script.preamble):
             return
-        toks = tokens_of(reply)
+        toks = [reply] if script.one_delta else tokens_of(reply)
         for i, tok in enumerate(toks):
+            if i == script.stall_after:
+                self._stall(rec, script, model)
+                return
             if i and script.token_delay:
                 time.sleep(script.token_delay)
                 self._check_client(rec)
-            chunk = {
-                "id": "chatcmpl-test",
-                "object": "chat.completion.chunk",
-                "model": model,
-                "choices": [{"index": 0, "delta": {"content": tok}, "finish_reason": None}],
-            }
-            if not self._chunk(rec, script, f"data: {json.dumps(chunk)}\n\n".encode()):
+            if not self._chunk(rec, script, _delta_event(model, tok)):
                 return
         final = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "model": model,
                  "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
@@ -133,6 +154,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def _stall(self, rec: Record, script: Script, model: str) -> None:
+        """Keep the connection alive without another word, until the client leaves (or STALL_LIMIT_S)."""
+        filler = {"comments": b": keep-alive\n\n", "empty_deltas": _delta_event(model, ""),
+                  "blank_deltas": _delta_event(model, " "), "silence": b""}[script.stall_mode]
+        end = time.monotonic() + STALL_LIMIT_S
+        while time.monotonic() < end:
+            if filler and not self._chunk(rec, script, filler):
+                return
+            time.sleep(0.05)
+            self._check_client(rec)
 
     def _check_client(self, rec: Record) -> None:
         """Detect a client that hung up (recv returns b'' on a closed peer)."""

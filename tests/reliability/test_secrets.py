@@ -36,7 +36,11 @@ SCENARIOS = {
     "500-echoes-the-key": Script(status=500, error_message=f"upstream said Bearer {KEY} was bad"),
     "error-event-echoes-the-key": Script(replies=["x"], preamble=f'data: {{"error": {{"message": "bad key {KEY}"}}}}\n\n'.encode()),
     "drop-mid-answer": Script(replies=["Paris is the capital of France, a large city."], drop_after_bytes=300),
+    # A proxy that echoes the request headers into the answer itself: spoken, printed, logged unless redacted.
+    "reply-echoes-the-key": Script(replies=["Paris is the capital. Your request said"], echo_header="Authorization"),
+    "one-delta-echoes-the-key": Script(replies=["Paris. Headers were"], echo_header="Authorization", one_delta=True),
 }
+ANSWERED = ("ok", "drop-mid-answer", "reply-echoes-the-key", "one-delta-echoes-the-key")
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -47,9 +51,13 @@ def test_key_never_appears_in_output_logs_turn_log_or_debug_traces(runner, turns
         r = runner.invoke(app, ["--debug", "chat", "--llm-url", srv.url, "--api-key-env", ENV, "--input",
                                 str(turns["q1"]), "-o", str(tmp_path / "out.wav"), "--json"])
         assert srv.records and srv.records[0].headers["authorization"] == f"Bearer {KEY}"  # it was sent
-    assert r.exit_code == (0 if scenario in ("ok", "drop-mid-answer") else 1), r.stderr
-    if scenario != "ok" and scenario != "drop-mid-answer":
+    assert r.exit_code == (0 if scenario in ANSWERED else 1), r.stderr
+    if scenario not in ANSWERED:
         assert "voxcli: error:" in r.stderr and "<redacted>" in r.stderr
+    if "echoes-the-key" in scenario and scenario in ANSWERED:
+        # The rest of the answer still arrives, with the key masked, in --json stdout and the turn log.
+        assert "Bearer <redacted>" in r.stdout
+        assert "Bearer <redacted>" in (tmp_path / "data" / "turns.jsonl").read_text()
     for where, text in (("stdout", r.stdout), ("stderr", r.stderr), ("logs", caplog.text),
                         ("files", _everything_written(tmp_path))):
         assert KEY not in text, f"the key leaked into {where}"
@@ -80,3 +88,16 @@ def test_key_not_in_a_real_process_debug_run(turns, real_cache, tmp_path):  # no
                            capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 1 and "HTTP 401" in p.stderr
     assert KEY not in p.stdout + p.stderr + _everything_written(tmp_path)
+
+
+@pytest.mark.parametrize("one_delta", [False, True], ids=["key-split-across-deltas", "key-in-one-delta"])
+def test_a_key_echoed_into_the_answer_is_masked_before_any_consumer_sees_it(monkeypatch, one_delta):
+    """The client boundary: every delta handed on is already redacted, wherever the server cut the key."""
+    monkeypatch.setenv(ENV, KEY)
+    script = Script(replies=["Your request said"], echo_header="Authorization", one_delta=one_delta)
+    with ChatServer(script) as srv:
+        deltas = list(OpenAICompatClient(srv.url, api_key_env=ENV).stream([{"role": "user", "content": "hi"}]))
+    assert not one_delta or len(deltas) == 2  # the whole answer in one delta (+ the final)
+    assert all(KEY not in d.text for d in deltas)
+    assert "".join(d.text for d in deltas) == "Your request said Authorization: Bearer <redacted>"
+    assert "cut_off" not in deltas[-1].metrics

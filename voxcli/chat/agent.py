@@ -26,14 +26,16 @@ import queue
 import re
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from voxcli.chat.heard import Span, heard_text, non_echo_words, words_of
+from voxcli.chat.turn import FeedClock, PendingTurn, Reply, Speaker, Utterance, cut_off_reason
 from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, VADConfig
+from voxcli.config import DEFAULT_BARGE_IN_MS, DEFAULT_ENDPOINT_MS
 from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
 
 __all__ = ["Agent", "AgentConfig", "BargeIn", "Notice", "Spoken", "TurnStart", "Speaker"]
@@ -44,53 +46,16 @@ CUT_OFF_NOTICE = "Sorry, my answer was cut off."
 @dataclass(frozen=True)
 class AgentConfig:
     system: str | None = None
-    barge_in_ms: int = 300
+    barge_in_ms: float = DEFAULT_BARGE_IN_MS
     """Sustained user speech (VAD) needed before a barge-in may cancel the reply."""
     half_duplex: bool = False
     """Close the mic while the assistant speaks (for setups without echo cancellation)."""
-    endpoint_ms: int = 500
+    endpoint_ms: float = DEFAULT_ENDPOINT_MS
+    """Silence that ends the user's turn (the endpointer's hold)."""
     echo_words: int = 40
     """How many of the assistant's latest words count as possible echo."""
     cut_off_notice: str = CUT_OFF_NOTICE
     log_turns: bool = True
-
-
-class Speaker(Protocol):
-    sample_rate: int
-
-    def write(self, audio: np.ndarray) -> int | None: ...
-    def stop(self) -> int: ...
-    def drain(self, timeout: float | None = None) -> bool: ...
-    def played_samples(self) -> int: ...
-
-
-@dataclass
-class _Reply:
-    turn: int
-    tts: Any
-    clock: TurnClock
-    spans: list[Span] = field(default_factory=list)
-    received: str = ""
-    barged: bool = False
-    heard_at_barge: str | None = None
-
-
-@dataclass
-class _Utterance:
-    """One VAD utterance of the user, as seen by the agent's own endpointer."""
-
-    start: float
-    overlapped: bool
-    """It began while the assistant was speaking (echo or backchannel unless it barged in)."""
-    speech_end: float | None = None
-    endpoint: float | None = None
-    barged: bool = False
-
-
-@dataclass
-class _Pending:
-    text: str
-    clock: TurnClock
 
 
 class Agent:
@@ -118,17 +83,16 @@ class Agent:
         self._ep = Endpointer(self._vad_config)
         self._lock = threading.RLock()
         self._closed = threading.Event()
-        self._turns: queue.Queue[_Pending] = queue.Queue()
-        self._reply: _Reply | None = None
+        self._turns: queue.Queue[PendingTurn] = queue.Queue()
+        self._reply: Reply | None = None
         self._turn_running = False
         self._n_turns = 0
         self._fed = 0  # samples given to VAD/ASR
-        self._stamps: list[tuple[int, float]] = []  # (samples fed after a send, wall time of that send)
-        self._utts: list[_Utterance] = []  # utterances whose final transcript has not arrived yet
+        self._feed_clock = FeedClock()
+        self._utts: list[Utterance] = []  # utterances whose final transcript has not arrived yet
         self._run_frames = 0  # consecutive speech frames (hysteresis), for barge-in
         self._utt_words = ""  # current (non-final) caption text
         self._recent: list[str] = []  # the assistant's latest words
-        self._last_activity = clock()
         self._threads = [
             threading.Thread(target=self._guard(self._caption_loop), name="voxcli-agent-asr", daemon=True),
             threading.Thread(target=self._guard(self._turn_loop), name="voxcli-agent-turns", daemon=True),
@@ -152,9 +116,7 @@ class Agent:
         self.asr.send(a)
         probs = self.vad.probs(a)
         self._fed += a.size
-        self._stamps.append((self._fed, now))
-        if len(self._stamps) > 4096:
-            del self._stamps[:2048]
+        self._feed_clock.record(self._fed, now)
         hi, lo = self._vad_config.threshold, self._vad_config.low
         for p in probs:
             p = float(p)
@@ -165,12 +127,10 @@ class Agent:
                 continue
             with self._lock:
                 if ev.kind == "start":
-                    self._utts.append(_Utterance(self._wall_of(ev.sample), overlapped=self._turn_running))
+                    self._utts.append(Utterance(self._wall_of(ev.sample), overlapped=self._turn_running))
                     del self._utts[:-8]
                 elif self._utts:
                     self._utts[-1].speech_end, self._utts[-1].endpoint = self._wall_of(ev.sample), now
-        if self._ep.in_speech:
-            self._last_activity = now
         self._maybe_barge_in()
 
     @property
@@ -264,7 +224,7 @@ class Agent:
             ignored = (self._turn_running and reply is not None and not reply.barged) or (
                 utt is not None and utt.overlapped and not utt.barged)
             if not ignored:
-                self._turns.put(_Pending(text, TurnClock(speech_end=speech_end, endpoint=endpoint, asr_final=now)))
+                self._turns.put(PendingTurn(text, TurnClock(speech_end=speech_end, endpoint=endpoint, asr_final=now)))
         if ignored:
             self.on_event(Notice("ignored", f"heard while speaking, not a barge-in: {text}"))
 
@@ -305,7 +265,8 @@ class Agent:
                     self._turn_running = False
                     self._reply = None
 
-    def _run_turn(self, pending: _Pending) -> None:
+    def _run_turn(self, pending: PendingTurn) -> None:
+        """One reply: stream the LLM into the TTS while it plays, then record what was heard."""
         turn = self._n_turns
         self._n_turns += 1
         self.on_event(TurnStart(turn, pending.text))
@@ -313,35 +274,42 @@ class Agent:
         messages = ([{"role": "system", "content": self.config.system}] if self.config.system else []) + list(
             self.history
         )
-        clock = pending.clock
-        reply = _Reply(turn=turn, tts=self.tts_factory(), clock=clock)
+        reply = Reply(turn=turn, tts=self.tts_factory(), clock=pending.clock)
         with self._lock:
             self._reply = reply
             self._recent = []
         player = threading.Thread(target=self._guard(self._play, reply), name="voxcli-agent-play", daemon=True)
         player.start()
-        metrics: dict[str, float] = {}
-        cut_off = False
-        clock.llm_request = self.clock()
         try:
-            for d in self.llm.stream(messages):
-                if d.is_final:
-                    metrics = dict(d.metrics)
-                    cut_off = bool(metrics.get("cut_off"))
-                    break
-                if not d.text:
-                    continue
-                if clock.llm_first_token is None:
-                    clock.llm_first_token = self.clock()
-                reply.received += d.text
-                if not reply.barged:
-                    self._send(reply, d.text)
+            metrics = self._speak_llm(reply, messages)
         except BaseException:
             reply.tts.cancel()
             player.join(2.0)
             raise
+        cut_off = bool(metrics.get("cut_off"))
+        self._end_reply(reply, player, cut_off_reason(metrics) if cut_off else None)
+        self._record(pending, reply, metrics, cut_off)
+
+    def _speak_llm(self, reply: Reply, messages: list[dict[str, str]]) -> dict[str, float]:
+        """Send the LLM's deltas to the TTS as they come (until a barge-in); the final delta's metrics."""
+        clock = reply.clock
+        clock.llm_request = self.clock()
+        for d in self.llm.stream(messages):
+            if d.is_final:
+                return dict(d.metrics)
+            if not d.text:
+                continue
+            if clock.llm_first_token is None:
+                clock.llm_first_token = self.clock()
+            reply.received += d.text
+            if not reply.barged:
+                self._send(reply, d.text)
+        return {}
+
+    def _end_reply(self, reply: Reply, player: threading.Thread, cut_off: str | None) -> None:
+        """Say that a cut-off answer was cut off (`cut_off`: why), end the TTS stream, wait until it has played."""
         if cut_off and not reply.barged:
-            self.on_event(Notice("cut_off", "the answer was cut off"))
+            self.on_event(Notice("cut_off", cut_off))
             tail = "" if re.search(r"[.!?]\s*$", reply.received) or not reply.received.strip() else "."
             self._send(reply, f"{tail} {self.config.cut_off_notice}")
         if not reply.barged:
@@ -356,12 +324,15 @@ class Agent:
             while not self.speaker.drain(0.05):
                 if self._closed.is_set() or reply.barged:
                     break
-        clock.end = self.clock()
+        reply.clock.end = self.clock()
+
+    def _record(self, pending: PendingTurn, reply: Reply, metrics: dict[str, float], cut_off: bool) -> None:
+        """History gets what the user heard; the turn log gets the timings."""
         heard = reply.heard_at_barge if reply.barged else " ".join(reply.received.split())
         if heard:
             self.history.append({"role": "assistant", "content": heard})
         rec = make_record(
-            turn, clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
+            reply.turn, reply.clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
             cut_off=cut_off, llm=str(getattr(self.llm, "name", type(self.llm).__name__)), llm_metrics=metrics,
         )
         self.records.append(rec)
@@ -369,7 +340,7 @@ class Agent:
             append_turn(rec)
         self.on_event(rec)
 
-    def _play(self, reply: _Reply) -> None:
+    def _play(self, reply: Reply) -> None:
         """Move TTS audio to the speaker, remembering which text each sample speaks."""
         for chunk in reply.tts.output:
             if not isinstance(chunk, AudioChunk):
@@ -399,7 +370,7 @@ class Agent:
     # -- helpers ------------------------------------------------------------------
 
     @staticmethod
-    def _send(reply: _Reply, text: str) -> None:
+    def _send(reply: Reply, text: str) -> None:
         try:
             reply.tts.send(text)
         except Exception:  # noqa: BLE001 - a barge-in cancelled the streamer between check and send
@@ -407,14 +378,7 @@ class Agent:
                 raise
 
     def _wall_of(self, sample: int) -> float:
-        """Wall time at which fed sample `sample` was captured (sends are real time)."""
-        best = self._stamps[-1]
-        for fed, t in reversed(self._stamps):  # the send that delivered `sample`: first with fed >= sample
-            if fed < sample:
-                break
-            best = (fed, t)
-        fed, t = best
-        return t - (fed - sample) / SAMPLE_RATE
+        return self._feed_clock.wall_of(sample, SAMPLE_RATE)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> Callable[[], None]:
         def run() -> None:

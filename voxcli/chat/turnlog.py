@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voxcli.events import _Event
+from voxcli.events import Event
 
 FORMAT_VERSION = 1
 
@@ -61,7 +61,7 @@ class TurnClock:
 
 
 @dataclass(frozen=True)
-class TurnRecord(_Event):
+class TurnRecord(Event):
     """One finished turn: what was said, what was heard, and when."""
 
     turn: int

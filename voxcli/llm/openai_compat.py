@@ -19,12 +19,18 @@ Why these choices:
   `metrics["cut_off"] == 1.0` and let the agent say so.
 - The API key is read from the environment variable the user names, kept in
   an object whose repr is masked, sent only in the Authorization header, and
-  redacted from any server message we quote.
+  redacted (`voxcli.llm.secret`) from everything the server says that we pass
+  on: the streamed answer as well as quoted error messages, because a proxy
+  may echo the headers back.
+- No answer is endless (`voxcli.llm.guard`): no new text for
+  `timeouts.progress` seconds ends it as cut off (keep-alive bytes do not
+  count), and `max_tokens` is counted in characters / 4, not deltas, with one
+  delta capped, so a server that ignores the bound or sends one giant delta
+  cannot make the voice talk for minutes.
 """
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -36,7 +42,10 @@ import httpx
 from voxcli.errors import LLMError, UsageError
 from voxcli.events import TextDelta
 from voxcli.llm.base import Message, make_metrics
-from voxcli.llm.sse import SSEParser
+from voxcli.llm.chunks import StreamState, choices, count, error_text, parse_chunk
+from voxcli.llm.guard import DEFAULT_CAP_TOKENS, ProgressWatch, ReplyBudget
+from voxcli.llm.secret import BearerAuth, StreamRedactor, read_api_key, redact
+from voxcli.llm.sse import SSEParser, SSEvent
 
 MAX_EVENT_BYTES = 1 << 20
 """A chat-completions event is a few hundred bytes; a megabyte without a line end is a broken server."""
@@ -44,56 +53,20 @@ MAX_EVENT_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class LLMTimeouts:
-    """Seconds; `first_token` also bounds any later stall between two reads."""
+    """Seconds; `first_token` also bounds any later stall between two reads (`progress` ends it sooner)."""
 
     connect: float = 5.0
     """TCP (+TLS) connect; a server that is down fails fast."""
     first_token: float = 60.0
     """Request sent -> first content token (a local server may load its model first)."""
+    progress: float = 20.0
+    """After the first token: no new text for this long ends the answer as cut off.
+
+    Keep-alive comments, empty or blank deltas and silence do not count as progress.
+    """
     write: float = 10.0
     keepalive: float = 300.0
     """An idle connection is kept this long between turns (then reconnect)."""
-
-
-class _Secret:
-    """Holds the API key; never shows it in repr/str (tracebacks, logs, --debug)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<secret>"
-
-    __str__ = __repr__
-
-
-class _BearerAuth(httpx.Auth):
-    """Adds the Authorization header per request, so the client's headers never hold the key."""
-
-    def __init__(self, secret: _Secret) -> None:
-        self._secret = secret
-
-    def auth_flow(self, request: httpx.Request) -> Iterator[httpx.Request]:
-        request.headers["Authorization"] = f"Bearer {self._secret.reveal()}"
-        yield request
-
-    def __repr__(self) -> str:
-        return "<BearerAuth secret>"
-
-
-def read_api_key(env_var: str | None) -> _Secret | None:
-    """The key from the environment variable named by `--api-key-env` (read now, not at import)."""
-    if not env_var:
-        return None
-    value = os.environ.get(env_var)
-    if not value:
-        raise UsageError(f"--api-key-env {env_var}: that environment variable is not set or empty")
-    return _Secret(value.strip())
 
 
 class OpenAICompatClient:
@@ -125,7 +98,7 @@ class OpenAICompatClient:
         self._key = read_api_key(api_key_env)
         t = self.timeouts
         self._client = httpx.Client(
-            auth=_BearerAuth(self._key) if self._key else None,
+            auth=BearerAuth(self._key) if self._key else None,
             timeout=httpx.Timeout(connect=t.connect, read=t.first_token, write=t.write, pool=t.connect),
             transport=transport,
             headers={"Accept": "text/event-stream"},
@@ -214,90 +187,138 @@ class OpenAICompatClient:
     # -- internals ----------------------------------------------------------------
 
     def _read_events(self, response: httpx.Response, t0: float) -> Iterator[TextDelta]:
+        """Content deltas as the body arrives, then the final delta with the metrics (see `stream`)."""
+        watch = ProgressWatch(self.timeouts.progress, lambda: _shutdown_socket(response))
+        st = StreamState(t0, budget=ReplyBudget(self.max_tokens or DEFAULT_CAP_TOKENS),
+                         redactor=StreamRedactor(self._key.reveal() if self._key else None), watch=watch)
         parser = SSEParser()
-        index = 0
-        ttft: float | None = None
-        done = False
-        finish_reason: str | None = None
-        usage: dict[str, Any] = {}
-        cut_off = False
-        limited = False
-        stream = response.iter_raw()
-        while not done:
+        raw = response.iter_raw()
+        try:
+            while not st.done and not self._cancel.is_set():
+                chunk = self._next_chunk(raw, st)
+                if chunk is None:
+                    break
+                events = parser.feed(chunk)
+                if parser.pending > MAX_EVENT_BYTES:
+                    _shutdown_socket(response)
+                    raise LLMError(f"the LLM server at {self.url} sent a malformed stream "
+                                   f"(over {MAX_EVENT_BYTES} bytes without an event end)")
+                yield from self._deltas(events, st)
+            self._end_body(response, raw, st)
+        finally:
+            watch.stop()
+        if watch.stalled and not st.done and not st.cancelled:
+            st.cut_off = st.stalled = True  # the watch shut the socket: no new text for `progress` s
+        tail = st.redactor.flush()
+        if tail:
+            yield TextDelta(text=tail, index=st.index)
+            st.index += 1
+        yield self._final_delta(st)
+
+    def _next_chunk(self, raw: Iterator[bytes], st: StreamState) -> bytes | None:
+        """The next bytes of the body; None at its end or when it broke after the first token."""
+        try:
+            chunk = next(raw)
+        except StopIteration:
+            return None
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.ReadTimeout) as e:
             if self._cancel.is_set():
-                break
-            try:
-                chunk = next(stream)
-            except StopIteration:
-                break
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.ReadTimeout) as e:
-                if self._cancel.is_set():
-                    break
-                if ttft is None and isinstance(e, httpx.ReadTimeout):
-                    raise LLMError(
-                        f"no answer from the LLM server at {self.url} within {self.timeouts.first_token:g} s"
-                    ) from None
-                if ttft is None:
-                    raise LLMError(f"the LLM server at {self.url} closed the connection before answering") from None
-                cut_off = True
-                break
-            if ttft is None and time.perf_counter() - t0 > self.timeouts.first_token:
-                # keep-alive comments arrive but no token does (slow loris)
-                raise LLMError(
-                    f"no answer from the LLM server at {self.url} within {self.timeouts.first_token:g} s"
-                )
-            events = parser.feed(chunk)
-            if parser.pending > MAX_EVENT_BYTES:
-                _shutdown_socket(response)
-                raise LLMError(f"the LLM server at {self.url} sent a malformed stream "
-                               f"(over {MAX_EVENT_BYTES} bytes without an event end)")
-            for ev in events:
-                if ev.data.strip() == "[DONE]":
-                    done = True
-                    break
-                payload = _parse_chunk(ev.data)
-                if payload is None:
-                    continue
-                if "error" in payload:
-                    raise LLMError(f"the LLM server at {self.url} reported: {self._redact(_error_text(payload))}")
-                if isinstance(payload.get("usage"), dict):
-                    usage = payload["usage"]
-                for text, reason in _choices(payload):
-                    finish_reason = reason or finish_reason
-                    if text:
-                        if ttft is None:
-                            ttft = time.perf_counter() - t0
-                        yield TextDelta(text=text, index=index)
-                        index += 1
-                if self.max_tokens is not None and index >= self.max_tokens:
-                    # The server may ignore max_tokens: stop reading at the bound ourselves.
-                    limited = done = True
-                    finish_reason = "length"
-                    break
-        cancelled = self._cancel.is_set()
-        if limited:
+                return None
+            if st.ttft is None and isinstance(e, httpx.ReadTimeout):
+                raise self._no_answer() from None
+            if st.ttft is None:
+                raise LLMError(f"the LLM server at {self.url} closed the connection before answering") from None
+            st.cut_off = True  # part of the answer was spoken already: end it, do not raise
+            return None
+        if st.ttft is None and time.perf_counter() - st.t0 > self.timeouts.first_token:
+            raise self._no_answer()  # keep-alive comments arrive but no token does (slow loris)
+        return chunk
+
+    def _no_answer(self) -> LLMError:
+        return LLMError(f"no answer from the LLM server at {self.url} within {self.timeouts.first_token:g} s")
+
+    def _deltas(self, events: list[SSEvent], st: StreamState) -> Iterator[TextDelta]:
+        """The content deltas of parsed events; marks `[DONE]`, usage, finish reason and max_tokens in `st`."""
+        for ev in events:
+            if ev.data.strip() == "[DONE]":
+                st.done = True
+                return
+            payload = parse_chunk(ev.data)
+            if payload is None:
+                continue
+            if "error" in payload:
+                raise LLMError(f"the LLM server at {self.url} reported: {self._redact(error_text(payload))}")
+            if isinstance(payload.get("usage"), dict):
+                st.usage = payload["usage"]
+                st.budget.reported = count(st.usage.get("completion_tokens"), 0)
+            for text, reason in choices(payload):
+                st.finish_reason = reason or st.finish_reason
+                if text:
+                    yield from self._deliver(text, st)
+                if st.budget.stop:
+                    # The server may ignore max_tokens or send a giant delta: stop reading ourselves.
+                    st.limited = st.done = True
+                    st.cut_off = st.cut_off or st.budget.stop == "oversized"
+                    st.finish_reason = "length"
+                    return
+
+    @staticmethod
+    def _deliver(text: str, st: StreamState) -> Iterator[TextDelta]:
+        """Pass `text` on within the budget and with the key masked; only new words count as progress."""
+        text = st.budget.take(text)
+        if st.ttft is None:
+            st.ttft = time.perf_counter() - st.t0
+            if st.watch is not None:
+                st.watch.start()  # from here on the progress timeout applies, not the first-token one
+        elif st.watch is not None and text.strip():
+            st.watch.progress()
+        safe = st.redactor.feed(text)
+        if safe:
+            yield TextDelta(text=safe, index=st.index)
+            st.index += 1
+
+    def _end_body(self, response: httpx.Response, raw: Iterator[bytes], st: StreamState) -> None:
+        """Leave the connection reusable after a complete answer; close it after anything else."""
+        st.cancelled = self._cancel.is_set()
+        if st.limited:
             _shutdown_socket(response)  # do not read the rest; the connection is not reused
-        elif done and not cancelled:
+        elif st.done and not st.cancelled:
             # Drain the terminating chunk so the connection goes back to the pool for the next turn.
+            # Bounded: a server that keeps sending after [DONE] is cut by the progress watch or the size.
+            drained = 0
             try:
-                for _ in stream:
-                    pass
+                for piece in raw:
+                    drained += len(piece)
+                    if drained > MAX_EVENT_BYTES:
+                        _shutdown_socket(response)
+                        break
             except httpx.HTTPError:
                 pass
-        elif not cancelled and not cut_off and finish_reason is None:
-            cut_off = True  # the body ended without [DONE] or a finish reason: truncated
-        if cancelled:
+        elif not st.cancelled and not st.cut_off and st.finish_reason is None:
+            st.cut_off = True  # the body ended without [DONE] or a finish reason: truncated
+        if st.cancelled:
             _shutdown_socket(response)
-        prompt_tokens = _count(usage.get("prompt_tokens"), 0)
-        tokens = _count(usage.get("completion_tokens"), index)
-        t_first = t0 + ttft if ttft is not None else None
+
+    @staticmethod
+    def _final_delta(st: StreamState) -> TextDelta:
+        """The last delta: timing and token counts (the server's when it reported usage, else ours).
+
+        Extra keys: `cut_off`, `stalled` (+ `progress_s`, the timeout) and `oversized` say why an answer
+        ended early; `tokens_estimated` = 1.0 says `tokens` is characters / 4, not the server's count.
+        """
+        estimated = count(st.usage.get("completion_tokens"), -1) < 0
         metrics = make_metrics(
-            t_start=t0, t_first=t_first, t_end=time.perf_counter(),
-            prompt_tokens=prompt_tokens, tokens=tokens, cancelled=cancelled,
+            t_start=st.t0, t_first=st.t0 + st.ttft if st.ttft is not None else None, t_end=time.perf_counter(),
+            prompt_tokens=count(st.usage.get("prompt_tokens"), 0),
+            tokens=round(st.budget.estimated) if estimated else count(st.usage.get("completion_tokens"), 0),
+            cancelled=st.cancelled,
         )
-        if cut_off:
-            metrics["cut_off"] = 1.0
-        yield TextDelta(text="", index=index, is_final=True, metrics=metrics)
+        flags = {"cut_off": st.cut_off, "stalled": st.stalled, "oversized": st.budget.stop == "oversized",
+                 "tokens_estimated": estimated}
+        metrics.update({k: 1.0 for k, on in flags.items() if on})
+        if st.stalled and st.watch is not None:
+            metrics["progress_s"] = st.watch.timeout
+        return TextDelta(text="", index=st.index, is_final=True, metrics=metrics)
 
     def _http_error(self, response: httpx.Response) -> LLMError:
         try:
@@ -306,7 +327,7 @@ class OpenAICompatClient:
             raw = b""
         message = ""
         try:
-            message = _error_text(json.loads(raw))
+            message = error_text(json.loads(raw))
         except (ValueError, AttributeError, TypeError):
             message = raw.decode("utf-8", errors="replace").strip()
         message = " ".join(self._redact(message).split())[:300]
@@ -322,51 +343,7 @@ class OpenAICompatClient:
         return LLMError(text, hint=hint)
 
     def _redact(self, text: str) -> str:
-        if self._key and self._key.reveal():
-            text = text.replace(self._key.reveal(), "<redacted>")
-        return text
-
-
-def _parse_chunk(data: str) -> dict[str, Any] | None:
-    try:
-        obj = json.loads(data)
-    except ValueError:
-        return None  # a malformed line is skipped, not fatal
-    return obj if isinstance(obj, dict) else None
-
-
-def _choices(payload: dict[str, Any]) -> Iterator[tuple[str, str | None]]:
-    """(content, finish_reason) of each well-formed choice; anything else a server sends is skipped."""
-    choices = payload.get("choices")
-    if not isinstance(choices, list):
-        return
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        delta = choice.get("delta")
-        content = delta.get("content") if isinstance(delta, dict) else None
-        reason = choice.get("finish_reason")
-        yield (content if isinstance(content, str) else ""), (reason if isinstance(reason, str) else None)
-
-
-def _count(value: Any, default: int) -> int:
-    try:
-        return int(value) if value not in (None, "") else default
-    except (TypeError, ValueError):
-        return default
-
-
-def _error_text(obj: Any) -> str:
-    """The human message of an OpenAI-style error body ({"error": {"message": ...}} and variants)."""
-    if isinstance(obj, dict):
-        err = obj.get("error", obj)
-        if isinstance(err, dict):
-            return str(err.get("message") or err.get("detail") or json.dumps(err))
-        if isinstance(err, str):
-            return err
-        if "detail" in obj:
-            return str(obj["detail"])
-    return str(obj)
+        return redact(text, self._key.reveal() if self._key else None)
 
 
 def _reason(e: Exception) -> str:
