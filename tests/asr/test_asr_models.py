@@ -7,10 +7,11 @@ import pytest
 from tests.asr_checks import BECKETT_REF
 from voxcli.audio.files import read_audio
 from voxcli.asr.batch import split_long, transcribe_audio
-from voxcli.asr.endpointer import FRAME, Endpointer, SileroVAD, VADConfig, speech_segments
-from voxcli.bench.wer import wer
+from voxcli.asr.endpointer import FRAME, Endpointer, VADConfig, speech_segments
+from voxcli.bench.wer import word_errors
 from voxcli.errors import ModelNotFoundError
 from voxcli.runtimes.moonshine import MoonshineASR
+from voxcli.runtimes.silero_vad import SileroVAD
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def beckett(speech_samples) -> np.ndarray:
 def test_batch_transcript_of_beckett_matches_reference(moonshine, beckett) -> None:
     words = moonshine.transcribe(beckett)
     text = " ".join(w.text for w in words)
-    assert wer(BECKETT_REF, text) <= 0.1, text
+    assert word_errors(BECKETT_REF, text).rate <= 0.1, text
     # Times are estimates spread over the buffer, in order, inside it.
     assert words[0].start == 0.0 and words[-1].end <= beckett.size / 16000 + 1e-6
     assert all(a.end <= b.start + 1e-6 for a, b in zip(words, words[1:]))
@@ -93,6 +94,29 @@ def test_endpointer_hysteresis_min_speech_and_hold() -> None:
     assert [(i, e.kind, e.sample // FRAME) for i, e in events] == [(5, "start", 3), (19, "end", 15)]
 
 
+def test_endpointer_reports_an_unconfirmed_speech_start() -> None:
+    """The streamer keeps the audio of a speech run that may still become an utterance (public API,
+    it used to read the private `_candidate`)."""
+    ep = Endpointer(VADConfig(threshold=0.5, min_speech_ms=96))  # 3 frames
+    assert [ep.feed(p) for p in (0.1, 0.9)] == [None, None] and ep.candidate_sample == 1 * FRAME
+    assert ep.feed(0.9) is None and ep.candidate_sample == 1 * FRAME
+    assert ep.feed(0.9).kind == "start"
+    ep2 = Endpointer()
+    ep2.feed(0.9)
+    ep2.feed(0.01)  # below the low threshold: the run is dropped
+    assert ep2.candidate_sample is None
+
+
+def test_the_endpoint_default_is_the_one_in_the_defaults_table() -> None:
+    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.chat.agent import AgentConfig
+    from voxcli.config import DEFAULT_ENDPOINT_MS
+    import inspect
+
+    assert VADConfig().endpoint_ms == AgentConfig().endpoint_ms == DEFAULT_ENDPOINT_MS
+    assert inspect.signature(open_asr_streamer).parameters["endpoint_ms"].default == DEFAULT_ENDPOINT_MS
+
+
 def test_split_long_cuts_at_the_quietest_frame() -> None:
     probs = np.ones(100, np.float32)
     probs[70] = 0.0
@@ -103,5 +127,5 @@ def test_split_long_cuts_at_the_quietest_frame() -> None:
 def test_offline_transcription_is_vad_segmented(moonshine, silero, beckett) -> None:
     utts = list(transcribe_audio(moonshine, silero, beckett))
     assert len(utts) == 6
-    assert wer(BECKETT_REF, " ".join(u.text for u in utts)) <= 0.15
+    assert word_errors(BECKETT_REF, " ".join(u.text for u in utts)).rate <= 0.15
     assert list(transcribe_audio(moonshine, silero, np.zeros(16000, np.float32))) == []

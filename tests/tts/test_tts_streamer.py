@@ -14,6 +14,7 @@ import pytest
 
 from voxcli.tts.blocks import BlockScheduler
 from voxcli.tts.chunker import ChunkerConfig
+from voxcli.tts.normalize import normalize_text
 from voxcli.tts.streamer import StreamerConfig, TTSStreamer, Voice
 from voxcli.events import AudioChunk
 
@@ -26,7 +27,8 @@ def voice(voice_bundle) -> Voice:  # type: ignore[no-untyped-def]
     from voxcli.runtimes.piper.voice import PiperVoice
 
     onnx = voice_bundle.file("en_US-joe-medium.onnx")
-    engine = PiperVoice.load(onnx, voice_bundle.file("en_US-joe-medium.onnx.json"), derived_dir=voice_bundle.derived_dir)
+    engine = PiperVoice.load(onnx, voice_bundle.file("en_US-joe-medium.onnx.json"), derived_dir=voice_bundle.derived_dir,
+                             normalizer=normalize_text)
     return Voice(engine, voice_bundle.name)
 
 

@@ -1,8 +1,7 @@
 """ASRStreamer: speech in, live captions out, with a serial re-decode worker.
 
-Audio from `send()` goes into a pending queue (never dropped, never blocks).
-One worker thread takes it a step at a time: Silero VAD finds utterances;
-inside one, the worker re-decodes the whole utterance buffer each step and
+Audio from `send()` goes into a bounded queue (`asr/inbox.py`). One worker
+thread takes it a step at a time: Silero VAD finds utterances; inside one, the worker re-decodes the whole utterance buffer each step and
 feeds the words to LocalAgreement-n, so the caption's stable prefix grows
 while its volatile tail may still change. At an endpoint the utterance is
 decoded once more and committed as final; the next one starts empty.
@@ -16,20 +15,28 @@ Two rules keep it real time over hours:
   final decode at each endpoint always runs, so no audio is lost.
 `lockstep=True` decodes at every step regardless (deterministic: unpaced
 files, tests, benchmarks).
+
+Back-pressure, when input comes faster than the worker: `send(a)` (block=True,
+files and pipes) waits for room, so unpaced input is consumed at the worker's
+speed, memory stays bounded and nothing is lost; `send(a, block=False)` (live
+input: a mic callback must never stall) never waits, and past `max_pending_s`
+drops the OLDEST waiting audio (drop-behind: captions stay near "now"),
+counted in `stats.dropped_s`. `Caption.t_audio` counts the audio heard.
 """
 from __future__ import annotations
 
 import queue
 import threading
 import time
-from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Iterator, Protocol
 
 import numpy as np
 
 from voxcli.asr.agreement import LocalAgreement
-from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, SileroVAD, VADConfig
+from voxcli.asr.inbox import AudioInbox
+from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_ENDPOINT_MS, DEFAULT_STEP_MS
+from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, FrameScorer, VADConfig
 from voxcli.errors import Cancelled, UsageError
 from voxcli.events import Caption, Word
 
@@ -51,22 +58,30 @@ class ASRStats:
     decode_s: float = 0.0
     """Worker seconds spent in the model (re-decodes, cuts, finals)."""
     decodes: int = 0
+    """Model calls (re-decodes, cuts and finals)."""
     skipped: int = 0
     """Re-decodes skipped because the worker was behind."""
     max_lag_s: float = 0.0
     """Most audio left waiting behind the worker (0 in lockstep mode)."""
     max_buffer_s: float = 0.0
+    """Longest utterance buffer decoded at once (bounded by `max_buffer_s` of the streamer)."""
     cuts: int = 0
+    """Times the buffer was cut inside an utterance (no pause long enough)."""
     utterances: int = 0
+    """Utterances committed with text."""
     total_s: float = 0.0
-
-    @property
-    def rtf(self) -> float:
-        return self.decode_s / self.audio_s if self.audio_s else 0.0
+    """Wall time of the worker, first audio to end."""
+    dropped_s: float = 0.0
+    """Live audio dropped unheard because the worker fell `max_pending_s` behind (`send(block=False)`)."""
 
     def to_dict(self) -> dict:
         d = {"event": "asr_stats", **asdict(self), "rtf": self.rtf}
         return {k: round(v, 4) if isinstance(v, float) else v for k, v in d.items()}
+
+    @property
+    def rtf(self) -> float:
+        """Real-time factor of the model work (decode seconds per audio second)."""
+        return self.decode_s / self.audio_s if self.audio_s else 0.0
 
 
 class ASRStreamer:
@@ -75,13 +90,14 @@ class ASRStreamer:
     def __init__(
         self,
         model: ASREngine,
-        vad: SileroVAD,
+        vad: FrameScorer,
         *,
-        agreement: int = 2,
-        step_ms: int = 500,
+        agreement: int = DEFAULT_AGREEMENT,
+        step_ms: int = DEFAULT_STEP_MS,
         vad_config: VADConfig | None = None,
         max_buffer_s: float = 20.0,
         lockstep: bool = False,
+        max_pending_s: float = 10.0,
     ) -> None:
         if getattr(model, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
             raise UsageError("the ASR model must take 16 kHz audio")
@@ -98,11 +114,12 @@ class ASRStreamer:
         self.stats = ASRStats()
         self.utterances: list[str] = []
         self._captions: queue.Queue = queue.Queue()
-        self._pending: deque[np.ndarray] = deque()
-        self._pending_n = 0
-        self._cond = threading.Condition()
+        if max_pending_s <= 0:
+            raise UsageError("max pending audio must be positive")
+        self._inbox = AudioInbox(int(max_pending_s * SAMPLE_RATE))
+        self._pending_n = 0  # what the worker left waiting at its last take
+        self._send_lock = threading.Lock()
         self._finished = False
-        self._cancelled = threading.Event()
         self._error: BaseException | None = None
         self._t0: float | None = None
         vad.reset()
@@ -119,19 +136,26 @@ class ASRStreamer:
         self._thread.start()
 
     # ---- caller side -------------------------------------------------
-    def send(self, audio: np.ndarray) -> None:
-        """Queue float32 mono 16 kHz samples (any length). Never blocks on the worker."""
+    def send(self, audio: np.ndarray, *, block: bool = True) -> None:
+        """Queue float32 mono 16 kHz samples (any length); see "Back-pressure" above.
+
+        `block=True` waits while `max_pending_s` is waiting (nothing is lost);
+        `block=False` never waits and drops the oldest waiting audio instead.
+        Ignored after `cancel()`; a UsageError after `finish()`.
+        """
         a = np.asarray(audio, dtype=np.float32).reshape(-1)
-        with self._cond:
+        if self._inbox.cancelled:
+            return
+        with self._send_lock:
             if self._finished:
                 raise UsageError("send() after finish()")
             if self._t0 is None:
                 self._t0 = time.monotonic()
-            if a.size:
-                self._pending.append(a)
-                self._pending_n += a.size
-                self.stats.audio_s += a.size / SAMPLE_RATE
-                self._cond.notify()
+            self.stats.audio_s += a.size / SAMPLE_RATE
+        dropped = self._inbox.put(a, block=block, alive=self._thread.is_alive)
+        if dropped:
+            with self._send_lock:
+                self.stats.dropped_s += dropped / SAMPLE_RATE
 
     @property
     def captions(self) -> Iterator[Caption]:
@@ -146,9 +170,9 @@ class ASRStreamer:
 
     def finish(self, timeout: float | None = None) -> str:
         """End the input; wait for the last decode; return the transcript (utterances, one per line)."""
-        with self._cond:
+        with self._send_lock:
             self._finished = True
-            self._cond.notify()
+        self._inbox.close()
         self._thread.join(timeout)
         if self._error is not None:
             raise self._error
@@ -156,16 +180,14 @@ class ASRStreamer:
 
     def cancel(self) -> None:
         """Stop at the next model call; captions end; nothing more is committed."""
-        self._cancelled.set()
-        with self._cond:
+        with self._send_lock:
             self._finished = True
-            self._cond.notify()
+        self._inbox.close(cancel=True)
 
     @property
     def pending_s(self) -> float:
         """Audio sent but not yet taken by the worker (its lag behind the input)."""
-        with self._cond:
-            return self._pending_n / SAMPLE_RATE
+        return self._inbox.pending / SAMPLE_RATE
 
     @property
     def text(self) -> str:
@@ -177,25 +199,12 @@ class ASRStreamer:
 
     def _take(self) -> tuple[np.ndarray | None, bool]:
         """Up to one step of pending audio; (None, True) when input is over."""
-        with self._cond:
-            while not self._pending and not self._finished:
-                self._cond.wait(0.1)
-            if self._cancelled.is_set():
-                raise Cancelled("transcription cancelled")
-            if not self._pending:
-                return None, True
-            parts, n = [], 0
-            while self._pending and n < self.step:
-                a = self._pending.popleft()
-                if n + a.size > self.step:
-                    a, rest = a[: self.step - n], a[self.step - n :]
-                    self._pending.appendleft(rest)
-                parts.append(a)
-                n += a.size
-            self._pending_n -= n
-            if not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
-                self.stats.max_lag_s = max(self.stats.max_lag_s, self._pending_n / SAMPLE_RATE)
-            return np.concatenate(parts), False
+        chunk, self._pending_n = self._inbox.take(self.step)
+        if chunk is None:
+            return None, True
+        if not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
+            self.stats.max_lag_s = max(self.stats.max_lag_s, self._pending_n / SAMPLE_RATE)
+        return chunk, False
 
     def _run(self) -> None:
         t_start = time.monotonic()
@@ -250,8 +259,8 @@ class ASRStreamer:
 
     def _ep_candidate_span(self) -> int:
         # Keep the audio of a not-yet-confirmed speech start (min_speech_ms) too.
-        c = self._ep._candidate
-        return 0 if c is None else max(0, self._buf_end - c * FRAME)
+        c = self._ep.candidate_sample
+        return 0 if c is None else max(0, self._buf_end - c)
 
     def _utt_span(self) -> int:
         return 0 if self._utt_start is None else self._buf_end - self._utt_start
@@ -355,29 +364,35 @@ class ASRStreamer:
 def open_asr_streamer(
     model: str | None = None,
     language: str = "en",
-    agreement: int = 2,
-    step_ms: int = 500,
+    agreement: int = DEFAULT_AGREEMENT,
+    step_ms: int = DEFAULT_STEP_MS,
     *,
-    endpoint_ms: int = 500,
+    endpoint_ms: float = DEFAULT_ENDPOINT_MS,
     lockstep: bool = False,
     max_buffer_s: float = 20.0,
+    max_pending_s: float = 10.0,
     offline: bool | None = None,
+    threads: int | None = None,
 ) -> ASRStreamer:
-    """The library entry point: resolve the models by name and start a streamer."""
+    """The library entry point: resolve the models by name and start a streamer.
+
+    `threads`: the ASR model's intra-op threads (None: the session policy's default).
+    """
     if language not in ("en", "english"):
         raise UsageError(f"language {language!r} is not supported by Moonshine tiny (English only)")
-    asr, vad = load_asr(model, offline=offline)
+    asr, vad = load_asr(model, offline=offline, threads=threads)
     return ASRStreamer(
         asr, vad, agreement=agreement, step_ms=step_ms, vad_config=VADConfig(endpoint_ms=endpoint_ms),
-        max_buffer_s=max_buffer_s, lockstep=lockstep,
+        max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s,
     )
 
 
-def load_asr(model: str | None = None, *, offline: bool | None = None) -> tuple[ASREngine, SileroVAD]:
+def load_asr(model: str | None = None, *, offline: bool | None = None,
+             threads: int | None = None) -> tuple[ASREngine, FrameScorer]:
     """Resolve and load the ASR model and the VAD (both through the registry)."""
+    from voxcli.hub.resolve import resolve_model
     from voxcli.runtimes.moonshine import MoonshineASR
-    from voxcli.hub.registry import resolve_model
+    from voxcli.runtimes.silero_vad import SileroVAD
 
     bundle = resolve_model(model or "moonshine-tiny-en", kind="asr", offline=offline)
-    vad_bundle = resolve_model("silero-vad", kind="vad", offline=offline)
-    return MoonshineASR.load(bundle.path, name=bundle.name), SileroVAD.load(vad_bundle.file("silero_vad.onnx"))
+    return MoonshineASR.load(bundle.path, name=bundle.name, threads=threads), SileroVAD.resolve(offline=offline)

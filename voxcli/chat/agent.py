@@ -113,7 +113,7 @@ class Agent:
             return  # mic closed while the assistant speaks
         a = np.asarray(samples, dtype=np.float32).reshape(-1)
         now = self.clock()
-        self.asr.send(a)
+        self.asr.send(a, block=False)  # live mic: drop-behind (counted in asr.stats.dropped_s), never stall capture
         probs = self.vad.probs(a)
         self._fed += a.size
         self._feed_clock.record(self._fed, now)

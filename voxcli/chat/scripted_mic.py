@@ -10,17 +10,22 @@ Schedule: an input without an offset starts once the agent is idle (the
 previous reply has finished playing) plus `gap_s`; `FILE@T` starts T seconds
 after the previous reply's first audio (so it can talk over the reply: a
 scripted barge-in). Between inputs the mic hears silence, in real time.
+
+Each input file is opened only when its turn comes and decoded in blocks
+(`iter_audio`), so `--input` of any length holds about a second of audio.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Union
 
 import numpy as np
 
 from voxcli.asr.endpointer import SAMPLE_RATE
+from voxcli.audio.files import iter_audio
+from voxcli.audio.pcm import reblock
 from voxcli.errors import UsageError
 
 CHUNK = 512  # 32 ms, one VAD frame: what a capture callback typically delivers
@@ -67,12 +72,12 @@ class PacedFeeder:
         elif wait < -1.0:  # badly late (CPU starved): re-anchor rather than burst seconds of audio
             self._t0 = self.clock() - self._sent / SAMPLE_RATE
 
-    def audio(self, samples: np.ndarray) -> None:
-        for i in range(0, samples.size, CHUNK):
+    def audio(self, pieces: Iterable[np.ndarray]) -> None:
+        """Feed the pieces (CHUNK samples each: see `reblock`) on the real-time schedule."""
+        for piece in pieces:
             if self.should_stop():
                 return
             self._pace()
-            piece = samples[i : i + CHUNK]
             self.feed(piece)
             self._sent += piece.size
 
@@ -88,7 +93,21 @@ class PacedFeeder:
         return True
 
 
-def run_script(agent, inputs: list[tuple[ScriptedInput, np.ndarray]], *, gap_s: float = 0.4,
+ScriptItem = Union[ScriptedInput, "tuple[ScriptedInput, Path | np.ndarray]"]
+
+
+def input_pieces(item: ScriptItem) -> tuple[ScriptedInput, Iterable[np.ndarray]]:
+    """The input and its CHUNK-sample pieces; a file is decoded lazily, a block at a time.
+
+    An item is a ScriptedInput (read from its path), or a pair of one with a
+    path or with audio already decoded at 16 kHz.
+    """
+    spec, source = (item, item.path) if isinstance(item, ScriptedInput) else item
+    blocks = [source] if isinstance(source, np.ndarray) else iter_audio(source, SAMPLE_RATE)
+    return spec, reblock(blocks, CHUNK)
+
+
+def run_script(agent, inputs: list[ScriptItem], *, gap_s: float = 0.4,
                lead_in_s: float = 0.3, turn_timeout_s: float = 120.0,
                clock: Callable[[], float] = time.perf_counter) -> None:
     """Play the inputs into the agent as a conversation; return when the last reply has played."""
@@ -96,7 +115,8 @@ def run_script(agent, inputs: list[tuple[ScriptedInput, np.ndarray]], *, gap_s: 
     feeder = PacedFeeder(agent.feed, clock=clock, should_stop=stop)
     feeder.silence_until(lambda: False, lead_in_s)
     turns_before = len(agent.records)
-    for k, (spec, audio) in enumerate(inputs):
+    for k, item in enumerate(inputs):
+        spec = item if isinstance(item, ScriptedInput) else item[0]
         if k and spec.offset_s is not None:
             # Talk over the reply: start T s after its first audio (or when it ends, if sooner).
             def reply_due() -> bool:
@@ -111,7 +131,7 @@ def run_script(agent, inputs: list[tuple[ScriptedInput, np.ndarray]], *, gap_s: 
         if stop():
             return
         turns_before = len(agent.records)
-        feeder.audio(audio)
+        feeder.audio(input_pieces(item)[1])
     feeder.silence_until(_idle_for(agent, gap_s, clock), turn_timeout_s)
 
 

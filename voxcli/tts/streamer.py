@@ -11,9 +11,14 @@ call.
     s = open_tts_streamer()
     s.send("Hello "); s.send("world. More text"); s.finish()
     for chunk in s.output: ...          # AudioChunk ..., then one final/cancelled sentinel
+
+Text is bounded too (issue 18: `speak -` fed endless text): the text not yet
+synthesized is kept under `max_pending_chars`, and a sender over it waits
+(`send(block=True)`, the default) or gets a BufferError (`block=False`).
 """
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections import deque
@@ -24,13 +29,15 @@ from typing import Any, Callable, Iterator, Protocol
 import numpy as np
 
 from voxcli.audio.pcm import sanitize
-from voxcli.tts.blocks import BlockScheduler
-from voxcli.bench.metrics import PlaybackClock, rtf
-from voxcli.tts.chunker import ChunkerConfig, TextChunker, speakable
 from voxcli.errors import ModelNotFoundError
 from voxcli.events import AudioChunk, StreamStats
+from voxcli.tts.blocks import BlockScheduler
+from voxcli.tts.chunker import ChunkerConfig, TextChunker
+from voxcli.tts.normalize import normalize_text, speakable
+from voxcli.tts.outbox import POLL_S, Outbox
+from voxcli.tts.playback import PlaybackClock, rtf
 
-_POLL_S = 0.05  # every wait wakes up this often to check the cancel flag
+_SLICE = 4096  # characters handed to the chunker at a time (it re-scans its buffer: keep it short)
 
 
 class VoiceEngine(Protocol):
@@ -40,7 +47,7 @@ class VoiceEngine(Protocol):
     hop_length: int
     config: Any  # StreamConfig: first_frames, frames, ...
 
-    def prepare(self, text: str) -> list[Any]: ...
+    def prepare(self, text: str, normalize: bool | None = None) -> list[Any]: ...
     def blocks(self, p: Any, sizes: Callable[[int], int] | None = None) -> Iterator[np.ndarray]: ...
     def synthesize(self, text: str) -> np.ndarray: ...
 
@@ -61,63 +68,12 @@ class StreamerConfig:
     """Largest block (None: the voice's StreamConfig.frames)."""
     safety: float = 2.0
     """Spend at most 1/safety of the buffered audio on computing the next block."""
+    max_pending_chars: int = 16384
+    """Text received but not yet synthesized before `send()` pushes back (about 15 min of speech)."""
 
 
 class _Stop(Exception):
     """Internal: the stream was cancelled; unwind the producer."""
-
-
-class _Outbox:
-    """Bounded audio queue ending in exactly one sentinel (or an error)."""
-
-    def __init__(self, maxsize: int) -> None:
-        self._items: deque[Any] = deque()
-        self._cond = threading.Condition()
-        self._maxsize = maxsize
-        self._closed = False  # a sentinel (or error) has been queued
-        self._delivered = False  # ... and the consumer took it
-        self.taken = (0, 0, 0.0)  # audio chunks, samples and synth seconds the consumer took
-
-    def put(self, chunk: AudioChunk, cancelled: threading.Event) -> bool:
-        with self._cond:
-            while len(self._items) >= self._maxsize and not (self._closed or cancelled.is_set()):
-                self._cond.wait(_POLL_S)
-            if self._closed or cancelled.is_set():
-                return False
-            self._items.append(chunk)
-            self._cond.notify_all()
-            return True
-
-    def close(self, item: Any, *, replace: bool = False) -> bool:
-        """Queue the end of the stream once; `replace` drops queued audio (and an unread final).
-
-        `item` may be a callable, called under the lock (a sentinel whose stats
-        count exactly the chunks the consumer received).
-        """
-        with self._cond:
-            if self._delivered or (self._closed and not replace):
-                return False
-            if replace:
-                self._items.clear()
-            self._items.append(item() if callable(item) else item)
-            self._closed = True
-            self._cond.notify_all()
-            return True
-
-    def get(self) -> Any | None:
-        with self._cond:
-            if not self._items:
-                self._cond.wait(_POLL_S)
-            if not self._items:
-                return None
-            item = self._items.popleft()
-            if not isinstance(item, AudioChunk) or item.kind != "audio":
-                self._delivered = True
-            else:
-                n, samples, synth = self.taken
-                self.taken = (n + 1, samples + item.audio.size, synth + item.synth_s)
-            self._cond.notify_all()
-            return item
 
 
 class TTSStreamer:
@@ -132,11 +88,12 @@ class TTSStreamer:
         self._now = clock
         self._chunker = TextChunker(self.config.chunker)
         self._texts: deque[str] = deque()
+        self._texts_chars = 0
         self._lock = threading.Condition()
         self._cancel = threading.Event()
         self._finished = False
         self._t0: float | None = None
-        self._out = _Outbox(self.config.max_queued_chunks)
+        self._out = Outbox(self.config.max_queued_chunks)
         self._playback = PlaybackClock()
         vcfg = getattr(self._engine, "config", None)
         hop = getattr(self._engine, "hop_length", 256)
@@ -158,9 +115,21 @@ class TTSStreamer:
 
     # -- caller side -----------------------------------------------------------------
 
-    def send(self, delta: str) -> None:
-        """Add text; never blocks on the consumer. Ignored after cancel()."""
+    def send(self, delta: str, *, block: bool = True) -> None:
+        """Add text. Ignored after cancel().
+
+        Back-pressure: while `max_pending_chars` wait to be synthesized, `block=True`
+        waits (checking cancel every POLL_S), `block=False` raises BufferError. With
+        room the delta is taken whole: at most budget + one delta is held, and one
+        big send to a fresh streamer never waits (send, then read output: no deadlock).
+        """
         with self._lock:
+            while self.pending_chars >= self.config.max_pending_chars and not self._cancel.is_set():
+                if not block:
+                    raise BufferError(f"{self.pending_chars} characters wait to be spoken: send(block=True) waits")
+                if not self._thread.is_alive():
+                    break  # the producer failed: its error ends the output
+                self._lock.wait(POLL_S)
             if self._cancel.is_set():
                 return
             if self._finished:
@@ -168,8 +137,13 @@ class TTSStreamer:
             if self._t0 is None:
                 self._t0 = self._now()
             self._text_chars += len(delta)
-            self._texts.extend(self._chunker.feed(delta))
+            for i in range(0, len(delta), _SLICE):
+                self._queue(self._chunker.feed(delta[i : i + _SLICE]))
             self._lock.notify_all()
+
+    def _queue(self, texts: list[str]) -> None:
+        self._texts.extend(texts)
+        self._texts_chars += sum(map(len, texts))
 
     def finish(self) -> None:
         """No more text: speak what is buffered, then end the output with the final sentinel."""
@@ -178,7 +152,7 @@ class TTSStreamer:
                 return
             if self._t0 is None:
                 self._t0 = self._now()
-            self._texts.extend(self._chunker.finish())
+            self._queue(self._chunker.finish())
             self._finished = True
             self._lock.notify_all()
 
@@ -189,6 +163,7 @@ class TTSStreamer:
                 return
             self._cancel.set()
             self._texts.clear()
+            self._texts_chars = 0
             self._lock.notify_all()
         self._out.close(self._cancelled_sentinel, replace=True)
 
@@ -203,6 +178,11 @@ class TTSStreamer:
     @property
     def cancelled(self) -> bool:
         return self._cancel.is_set()
+
+    @property
+    def pending_chars(self) -> int:
+        """Characters received but not yet taken by the producer (bounded: see `send`)."""
+        return len(self._chunker.pending) + self._texts_chars
 
     @property
     def text_chars(self) -> int:
@@ -250,35 +230,20 @@ class TTSStreamer:
     def _elapsed(self) -> float:
         return self._now() - (self._t0 if self._t0 is not None else self._now())
 
-    def _sentinel(self, kind: str) -> AudioChunk:
-        audio_s = self._audio_samples / float(self.sample_rate)
-        stats = StreamStats(
-            ttfa_s=self._ttfa,
-            rtf=rtf(self._synth_s, audio_s),
-            audio_s=audio_s,
-            total_s=self._elapsed(),
-            chunks=self._chunks,
-            underruns=self._playback.underruns,
-            underrun_s=self._playback.underrun_s,
-        )
-        return AudioChunk(np.zeros(0, np.float32), self.sample_rate, self._chunks, is_final=True,
+    def _sentinel(self, kind: str, chunks: int | None = None, samples: int = 0, synth_s: float = 0.0) -> AudioChunk:
+        """The end of the output; `chunks`/`samples`/`synth_s`: what the consumer got (default: all made)."""
+        if chunks is None:
+            chunks, samples, synth_s = self._chunks, self._audio_samples, self._synth_s
+        audio_s = samples / float(self.sample_rate)
+        stats = StreamStats(ttfa_s=self._ttfa if chunks else None, rtf=rtf(synth_s, audio_s), audio_s=audio_s,
+                            total_s=self._elapsed(), chunks=chunks, underruns=self._playback.underruns,
+                            underrun_s=self._playback.underrun_s)
+        return AudioChunk(np.zeros(0, np.float32), self.sample_rate, chunks, is_final=True,
                           kind=kind, t_emit=stats.total_s, stats=stats)  # type: ignore[arg-type]
 
     def _cancelled_sentinel(self) -> AudioChunk:
         # Dropped audio never reached the consumer: the stats describe what it received.
-        chunks, samples, synth_s = self._out.taken
-        audio_s = samples / float(self.sample_rate)
-        stats = StreamStats(
-            ttfa_s=self._ttfa if chunks else None,
-            rtf=rtf(synth_s, audio_s),
-            audio_s=audio_s,
-            total_s=self._elapsed(),
-            chunks=chunks,
-            underruns=self._playback.underruns,
-            underrun_s=self._playback.underrun_s,
-        )
-        return AudioChunk(np.zeros(0, np.float32), self.sample_rate, chunks, is_final=True,
-                          kind="cancelled", t_emit=stats.total_s, stats=stats)
+        return self._sentinel("cancelled", *self._out.taken)
 
     def _next_text(self) -> str | None:
         with self._lock:
@@ -287,8 +252,11 @@ class TTSStreamer:
                     raise _Stop
                 if self._finished:
                     return None
-                self._lock.wait(_POLL_S)
-            return self._texts.popleft()
+                self._lock.wait(POLL_S)
+            text = self._texts.popleft()
+            self._texts_chars -= len(text)
+            self._lock.notify_all()  # room for a waiting sender
+            return text
 
     def _run(self) -> None:
         try:
@@ -305,11 +273,11 @@ class TTSStreamer:
             raise _Stop
 
     def _speak(self, text: str) -> None:
-        clean = speakable(text)
+        clean = speakable(text)  # the one normalization pass: the voice's own is switched off below
         if not clean:
             return
         t = self._now()
-        prepared = self._engine.prepare(clean)
+        prepared = self._engine.prepare(clean, normalize=False)
         prepare_s = self._now() - t
         self._synth_s += prepare_s
         self._spoken_chars += len(clean)
@@ -364,6 +332,7 @@ class Voice:
         self.engine = engine
         self.name = name or getattr(engine, "name", "voice")
         self.sample_rate = int(engine.sample_rate)
+        self._synthesize_takes_normalize = "normalize" in inspect.signature(engine.synthesize).parameters
 
     def open_stream(self, config: StreamerConfig | None = None) -> TTSStreamer:
         return TTSStreamer(self, config)
@@ -372,7 +341,7 @@ class Voice:
         """Chunks of `text` as soon as each is ready (ends with the final sentinel)."""
         streamer = TTSStreamer(self, config)
         try:
-            streamer.send(text)
+            streamer.send(text, block=False)  # a fresh streamer takes one delta whole, never raises
             streamer.finish()
             yield from streamer.output
         finally:
@@ -383,7 +352,11 @@ class Voice:
         clean = speakable(text)
         if not clean:
             return np.zeros(0, np.float32)
-        audio, _ = sanitize(np.asarray(self.engine.synthesize(clean), np.float32).reshape(-1))
+        if self._synthesize_takes_normalize:  # already normalized: do not strip and rewrite twice
+            audio = self.engine.synthesize(clean, normalize=False)  # type: ignore[call-arg]
+        else:
+            audio = self.engine.synthesize(clean)
+        audio, _ = sanitize(np.asarray(audio, np.float32).reshape(-1))
         return audio
 
 
@@ -391,9 +364,13 @@ _VOICES: dict[Path, Voice] = {}
 _VOICES_LOCK = threading.Lock()
 
 
-def load_voice(name: str | None = None, *, offline: bool | None = None) -> Voice:
-    """Resolve a TTS model by name (default voice if None) and load it once per process."""
-    from voxcli.hub.registry import resolve_model
+def load_voice(name: str | None = None, *, offline: bool | None = None, threads: int | None = None) -> Voice:
+    """Resolve a TTS model by name (default voice if None) and load it once per process.
+
+    `threads` is the voice's share of the cores (chat splits them between its
+    models); None = the session policy's default. The first load of a voice wins.
+    """
+    from voxcli.hub.resolve import resolve_model
 
     bundle = resolve_model(name, kind="tts", offline=offline)
     onnx = [p for p in bundle.find(".onnx")]
@@ -408,7 +385,9 @@ def load_voice(name: str | None = None, *, offline: bool | None = None) -> Voice
         if voice is None:
             from voxcli.runtimes.piper.voice import PiperVoice
 
-            engine = PiperVoice.load(onnx_path, config_path, derived_dir=bundle.derived_dir)
+            # The voice normalizes text given to it directly; the streamer normalizes once itself.
+            engine = PiperVoice.load(onnx_path, config_path, derived_dir=bundle.derived_dir,
+                                     threads=threads, normalizer=normalize_text)
             voice = _VOICES[onnx_path] = Voice(engine, bundle.name)
         return voice
 

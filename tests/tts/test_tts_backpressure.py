@@ -1,0 +1,134 @@
+"""Back-pressure of the streaming TTS on the real Piper voice (issue 18 item 3: `speak -` with endless text).
+
+Before, `send()` chunked and queued every character at once, so text piped
+faster than it could be spoken grew without bound. Now the text not yet
+synthesized is kept under `StreamerConfig.max_pending_chars`.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from voxcli.tts.chunker import chunk_text
+from voxcli.tts.normalize import normalize_text, speakable
+from voxcli.tts.streamer import StreamerConfig, TTSStreamer, Voice
+
+PARAGRAPH = ("The quick brown fox jumps over the lazy dog. Dr. Smith paid $3.50 at 10:30 for coffee. "
+             "Streaming speech starts before the whole answer is written! ")
+
+
+@pytest.fixture(scope="module")
+def voice(voice_bundle) -> Voice:  # type: ignore[no-untyped-def]
+    from voxcli.runtimes.piper.voice import PiperVoice
+
+    onnx = voice_bundle.file("en_US-joe-medium.onnx")
+    engine = PiperVoice.load(onnx, voice_bundle.file("en_US-joe-medium.onnx.json"),
+                             derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
+    return Voice(engine, voice_bundle.name)
+
+
+def test_blocking_send_stays_under_the_budget_and_speaks_everything(voice: Voice) -> None:
+    cfg = StreamerConfig(max_pending_chars=200)
+    text = PARAGRAPH * 4
+    s = TTSStreamer(voice, cfg)
+    most = [0]
+
+    def feed() -> None:
+        for i in range(0, len(text), 40):
+            s.send(text[i : i + 40])  # block=True is the default
+            most[0] = max(most[0], s.pending_chars)
+        s.finish()
+
+    sender = threading.Thread(target=feed)
+    sender.start()
+    chunks = list(s.output)
+    sender.join(10)
+    assert chunks[-1].kind == "final"
+    assert most[0] < 200 + 40
+    assert s.text_chars == len(text)
+    assert s.spoken_chars == sum(len(speakable(c)) for c in chunk_text(text, cfg.chunker))
+
+
+def test_non_blocking_send_refuses_text_over_the_budget(voice: Voice) -> None:
+    s = TTSStreamer(voice, StreamerConfig(max_pending_chars=300))  # nobody reads the output
+    try:
+        with pytest.raises(BufferError, match="send\\(block=True\\) waits"):
+            for _ in range(400):
+                s.send("One more sentence to say. ", block=False)
+                assert s.pending_chars < 300 + 30
+    finally:
+        s.close()
+
+
+def test_one_big_send_to_a_fresh_streamer_never_waits(voice: Voice) -> None:
+    # send-then-read in one thread (speak "TEXT", Voice.stream) must not deadlock on a long text.
+    s = TTSStreamer(voice, StreamerConfig(max_pending_chars=100))
+    s.send(PARAGRAPH * 10)
+    assert s.pending_chars > 100
+    s.close()
+
+
+_FLOOD = textwrap.dedent("""
+    import json, sys, threading, time
+    from pathlib import Path
+    from voxcli.runtimes.piper.voice import PiperVoice
+    from voxcli.tts.normalize import normalize_text
+    from voxcli.tts.streamer import TTSStreamer, Voice
+
+    def hwm_mb(reset=False):
+        if reset:  # peak RSS := current RSS (else the model load's transient peak hides growth)
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+
+    engine = PiperVoice.load(Path(sys.argv[1]), Path(sys.argv[2]), derived_dir=Path(sys.argv[3]), normalizer=normalize_text)
+    voice = Voice(engine)
+    warm = "Warm up with sentences of every length, so that the runtime's arenas have grown. " * 6
+    list(voice.stream(warm + "Sentence 1 says alpha and bravo. " * 20))
+    s = TTSStreamer(voice)
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+    base = hwm_mb(reset=True)
+    sent = [0]
+
+    def feed():
+        k = 0
+        while sent[0] < 5_000_000:  # ~5 MB of text in 4 KB deltas, generated as it goes
+            delta = []
+            while sum(map(len, delta)) < 4096:
+                delta.append(f"Sentence {k} says {words[k % 12]} and {words[(k * 7) % 12]}. ")
+                k += 1
+            s.send("".join(delta))
+            sent[0] += sum(map(len, delta))
+        s.finish()
+
+    sender = threading.Thread(target=feed, daemon=True)
+    sender.start()
+    out, chunks, t_end = iter(s.output), 0, time.monotonic() + 4
+    while time.monotonic() < t_end:  # a slow consumer: the player
+        next(out); chunks += 1
+    time.sleep(1)
+    pending, blocked, growth, taken = s.pending_chars, sender.is_alive(), hwm_mb() - base, sent[0]
+    s.cancel()
+    sender.join(5)
+    print(json.dumps({"sent": taken, "pending": pending, "blocked": blocked, "growth_mb": growth,
+                      "chunks": chunks, "released": not sender.is_alive()}))
+""")
+
+
+def test_five_megabytes_of_text_keep_memory_flat(voice_bundle) -> None:
+    onnx = voice_bundle.file("en_US-joe-medium.onnx")
+    out = subprocess.run([sys.executable, "-c", _FLOOD, str(onnx), str(voice_bundle.file("en_US-joe-medium.onnx.json")),
+                          str(voice_bundle.derived_dir)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    assert r["chunks"] > 0 and r["blocked"] and r["released"], r
+    assert r["sent"] < 16384 + 2 * 4096 + 4096, r  # the sender waits for the voice
+    assert r["pending"] < 16384 + 4096 + 200, r
+    assert r["growth_mb"] < 2, r  # measured 0.2 MB; 5 MB after 5 s without the budget

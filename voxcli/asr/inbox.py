@@ -1,0 +1,122 @@
+"""The bounded audio queue between whoever sends samples and the ASR worker.
+
+Why bounded: input can arrive faster than the worker decodes it (a pipe from a
+file, `cat /dev/zero | voxcli transcribe -`), and an unbounded queue turned
+that into gigabytes. At most `max_samples` wait here; a sender either waits
+for room (`block=True`: unpaced input is consumed at the worker's speed and
+nothing is lost) or, for live input that must never stall the capture
+thread, the OLDEST waiting audio is dropped and counted (`block=False`:
+drop-behind, so the captions stay close to "now").
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Callable, Final
+
+import numpy as np
+
+from voxcli.errors import Cancelled
+
+POLL_S: Final = 0.1  # every wait wakes up this often to check cancel and the worker
+
+
+class AudioInbox:
+    """Bounded FIFO of float32 samples; `put` waits or drops, `take` hands out steps."""
+
+    def __init__(self, max_samples: int) -> None:
+        if max_samples < 1:
+            raise ValueError("max_samples must be positive")
+        self.max_samples = max_samples
+        self._parts: deque[np.ndarray] = deque()
+        self._n = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._cancelled = False
+
+    @property
+    def pending(self) -> int:
+        """Samples waiting for the worker."""
+        with self._cond:
+            return self._n
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def put(self, a: np.ndarray, *, block: bool, alive: Callable[[], bool]) -> int:
+        """Queue `a`; return the number of samples dropped (always 0 when `block`).
+
+        `block=True` waits for room piece by piece and gives up (silently) only
+        when the stream is cancelled or the worker has ended (`alive()` False:
+        its error is reported by the stream itself).
+        """
+        if not block:
+            return self._put_dropping(a)
+        i = 0
+        with self._cond:
+            while i < a.size:
+                room = self.max_samples - self._n
+                if room <= 0:
+                    if self._cancelled or not alive():
+                        return 0
+                    self._cond.wait(POLL_S)
+                    continue
+                self._append(a[i : i + room])
+                i += room
+        return 0
+
+    def _put_dropping(self, a: np.ndarray) -> int:
+        with self._cond:
+            dropped = max(0, a.size - self.max_samples)
+            self._append(a[dropped:])
+            while self._n > self.max_samples:
+                head, excess = self._parts[0], self._n - self.max_samples
+                if head.size <= excess:
+                    self._parts.popleft()
+                    cut = head.size
+                else:
+                    self._parts[0], cut = head[excess:], excess
+                self._n -= cut
+                dropped += cut
+            return dropped
+
+    def _append(self, a: np.ndarray) -> None:
+        if a.size:
+            self._parts.append(a)
+            self._n += a.size
+            self._cond.notify_all()
+
+    def take(self, n: int) -> tuple[np.ndarray | None, int]:
+        """Up to `n` samples and what is left waiting after them; (None, 0) once closed and empty.
+
+        Raises Cancelled after `cancel()`.
+        """
+        with self._cond:
+            while not self._parts and not self._closed:
+                self._cond.wait(POLL_S)
+            if self._cancelled:
+                raise Cancelled("transcription cancelled")
+            if not self._parts:
+                return None, 0
+            parts, got = [], 0
+            while self._parts and got < n:
+                a = self._parts.popleft()
+                if got + a.size > n:
+                    a, rest = a[: n - got], a[n - got :]
+                    self._parts.appendleft(rest)
+                parts.append(a)
+                got += a.size
+            self._n -= got
+            self._cond.notify_all()  # room for a waiting sender
+            return np.concatenate(parts), self._n
+
+    def close(self, *, cancel: bool = False) -> None:
+        """No more input (`cancel`: and drop what waits; the worker stops at its next take)."""
+        with self._cond:
+            self._closed = True
+            if cancel:
+                self._cancelled = True
+                self._parts.clear()
+                self._n = 0
+            self._cond.notify_all()
