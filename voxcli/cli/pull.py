@@ -1,14 +1,22 @@
-"""`voxcli pull`, `voxcli models`, `voxcli rm`: the model cache from the command line."""
+"""`voxcli pull`, `voxcli models`, `voxcli rm`: the model cache from the command line.
+
+Thin callers of `voxcli.hub` (`hub.pull.pull_many`, `hub.resolve.list_models`,
+`hub.pull.remove`): what a source is (catalog name, URL, path) is decided by
+the library, so `voxcli.pull(...)` in Python does exactly what the command does.
+"""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Annotated, Optional
 
 import typer
 
-from voxcli.cli.errors import STATE, err, guarded
+from voxcli import paths
 from voxcli.cli.complete import complete_installed_model, complete_model
-from voxcli.errors import UsageError
+from voxcli.cli.errors import STATE, err, guarded
+from voxcli.cli.options import JsonOpt, OfflineOpt, QuietOpt, VerboseOpt, flag
+from voxcli.errors import ModelNotFoundError, UsageError
 
 PULL_HELP = """\
 Download, verify and install models into the cache.
@@ -37,136 +45,115 @@ List known and installed models: kind, size, licence, status.
 """
 
 RM_HELP = """\
-Remove a model (and what was built from it) from the cache.
+Remove a model (and what was built from it) from the cache, or what interrupted pulls left.
 
-[bold]Example[/bold]
+--partials removes partial downloads and staging folders left by pulls that
+were killed (only those no running pull holds; `voxcli doctor` lists them).
+
+[bold]Examples[/bold]
 
   voxcli rm smollm2-135m-instruct
+  voxcli rm --partials
 """
 
 
-def _fmt_size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n else "-"
+NamesArg = Annotated[Optional[list[str]], typer.Argument(
+    metavar="NAME|URL|PATH", help="Model(s) to install.", show_default=False, autocompletion=complete_model)]
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("pull", help=PULL_HELP, short_help="Download, verify and install models into the cache.")
-    @guarded
-    def pull_cmd(
-        names: Annotated[Optional[list[str]], typer.Argument(metavar="NAME|URL|PATH", help="Model(s) to install.", show_default=False, autocompletion=complete_model)] = None,
-        defaults: Annotated[bool, typer.Option("--defaults", help="Install every default model.")] = False,
-        name: Annotated[Optional[str], typer.Option("--name", help="Name for a model pulled from a URL or path.")] = None,
-        sha256: Annotated[Optional[str], typer.Option("--sha256", help="Expected sha256 of a URL/path download.")] = None,
-        kind: Annotated[Optional[str], typer.Option("--kind", help="Kind of a URL/path model (tts, asr, vad, llm, data); guessed if omitted.")] = None,
-        force: Annotated[bool, typer.Option("--force", help="Download and install again even if present.")] = False,
-        json_out: Annotated[bool, typer.Option("--json", help="Progress and results as JSON lines on stdout.")] = False,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
-    ) -> None:
-        from voxcli.cli.views.progress import make_progress
-        from voxcli.hub.adhoc import pull_adhoc
-        from voxcli.hub.catalog import load_catalog
-        from voxcli.hub.registry import default_names, pull_many
+@guarded
+def pull(
+    names: NamesArg = None,
+    json_out: JsonOpt = False,
+    quiet: QuietOpt = False,
+    offline: OfflineOpt = False,
+    verbose: VerboseOpt = False,
+    defaults: Annotated[bool, flag("--defaults", help="Install every default model.")] = False,
+    name: Annotated[Optional[str], typer.Option("--name", help="Name for a model pulled from a URL or path.")] = None,
+    sha256: Annotated[Optional[str], typer.Option("--sha256", help="Expected sha256 of a URL/path download.")] = None,
+    kind: Annotated[Optional[str], typer.Option(
+        "--kind", help="Kind of a URL/path model (tts, asr, vad, llm, data); guessed if omitted.")] = None,
+    force: Annotated[bool, flag("--force", help="Download and install again even if present.")] = False,
+) -> None:
+    """Download, verify and install models (the `voxcli pull` command)."""
+    from voxcli.cli.views.progress import make_progress
+    from voxcli.hub.pull import default_names, pull_many
 
-        targets = list(names or [])
-        if defaults:
-            targets = default_names() + [t for t in targets if t not in default_names()]
-        if not targets:
-            raise UsageError("nothing to pull", hint="give a model name (see `voxcli models`) or --defaults")
-        if STATE.offline:
-            raise UsageError("cannot pull while offline", hint="drop --offline / unset VOXCLI_OFFLINE")
-        if sha256 is not None and (len(sha256) != 64 or any(c not in "0123456789abcdefABCDEF" for c in sha256)):
-            raise UsageError(f"--sha256 must be 64 hex digits, got {sha256!r}")
-        catalog = load_catalog()
-        known = [t for t in targets if t in catalog]
-        other = [t for t in targets if t not in catalog]
-        if name and len(other) != 1:
-            raise UsageError("--name applies to exactly one URL or path")
-        progress = make_progress(json_out, quiet)
-        try:
-            bundles = pull_many(known, force=force, on_progress=progress) if known else []
-            for src in other:
-                if not src.startswith(("http://", "https://")) and "/" not in src and not src.startswith("."):
-                    from pathlib import Path
+    targets = list(names or [])
+    if defaults:
+        targets = default_names() + [t for t in targets if t not in default_names()]
+    if not targets:
+        raise UsageError("nothing to pull", hint="give a model name (see `voxcli models`) or --defaults")
+    if STATE.offline or offline or paths.offline():
+        raise UsageError("cannot pull while offline", hint="drop --offline / unset VOXCLI_OFFLINE")
+    progress = make_progress(json_out, quiet)
+    try:
+        bundles = pull_many(targets, name=name, sha256=sha256, kind=kind, force=force, on_progress=progress)
+    finally:
+        close = getattr(progress, "close", None)
+        if close:
+            close()
+    if json_out:
+        for b in bundles:
+            print(json.dumps({"event": "installed", "name": b.name, "kind": b.kind, "origin": b.origin,
+                              "path": str(b.path)}))
 
-                    if not Path(src).exists():
-                        from voxcli.errors import ModelNotFoundError
 
-                        raise ModelNotFoundError(
-                            f"unknown model {src!r}",
-                            hint="known models: " + ", ".join(sorted(catalog)) + "; or give a URL or a path",
-                        )
-                bundles.append(pull_adhoc(src, name=name, sha256=sha256, kind=kind, force=force, on_progress=progress))
-        finally:
-            close = getattr(progress, "close", None)
-            if close:
-                close()
-        if json_out:
-            for b in bundles:
-                print(json.dumps({"event": "installed", "name": b.name, "kind": b.kind, "origin": b.origin, "path": str(b.path)}))
+@guarded
+def models(
+    json_out: JsonOpt = False,
+    path: Annotated[Optional[str], typer.Option(
+        "--path", metavar="NAME", help="Print the directory of an installed model.",
+        autocompletion=complete_installed_model)] = None,
+    kind: Annotated[Optional[str], typer.Option("--kind", help="Only models of this kind.")] = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """List known and installed models (the `voxcli models` command)."""
+    from voxcli.hub.cache import Cache
+    from voxcli.hub.resolve import installed_bundle, list_models
 
-    @app.command("models", help=MODELS_HELP, short_help="List known and installed models.")
-    @guarded
-    def models_cmd(
-        json_out: Annotated[bool, typer.Option("--json", help="One JSON array on stdout.")] = False,
-        path: Annotated[Optional[str], typer.Option("--path", metavar="NAME", help="Print the directory of an installed model.", autocompletion=complete_installed_model)] = None,
-        kind: Annotated[Optional[str], typer.Option("--kind", help="Only models of this kind.")] = None,
-    ) -> None:
-        from voxcli.hub.cache import Cache
-        from voxcli.hub.catalog import load_catalog
-        from voxcli.hub.registry import installed_bundle, status
+    cache = Cache.default()
+    if path is not None:
+        b = installed_bundle(path, cache)
+        if b is None:
+            raise ModelNotFoundError(f"model {path!r} is not installed", hint=f"run `voxcli pull {path}`")
+        print(b.path)
+        return
+    rows = list_models(cache, kind)
+    if json_out:
+        print(json.dumps([asdict(r) for r in rows], indent=2))
+        return
+    from voxcli.cli.views.pull import show_models
 
-        cache = Cache.default()
-        if path is not None:
-            b = installed_bundle(path, cache)
-            if b is None:
-                from voxcli.errors import ModelNotFoundError
+    show_models(rows, cache.root)
 
-                raise ModelNotFoundError(f"model {path!r} is not installed", hint=f"run `voxcli pull {path}`")
-            print(b.path)
-            return
-        rows = []
-        for entry in load_catalog().values():
-            rows.append({
-                "name": entry.name, "kind": entry.kind, "default": entry.default, "size": entry.size,
-                "license": entry.license, "status": status(entry, cache), "description": entry.description,
-            })
-        known = {r["name"] for r in rows}
-        for n, m in cache.installed().items():
-            if n not in known:
-                rows.append({
-                    "name": n, "kind": m.get("kind", "data"), "default": False,
-                    "size": sum(f.get("size", 0) for f in m.get("files", [])), "license": m.get("license", ""),
-                    "status": "installed", "description": "pulled from " + ", ".join(m.get("sources", [])),
-                })
-        if kind:
-            rows = [r for r in rows if r["kind"] == kind]
-        if json_out:
-            print(json.dumps(rows, indent=2))
-            return
-        from voxcli.cli.views.progress import fancy_terminal
 
-        if fancy_terminal():
-            from rich.console import Console
-            from rich.table import Table
-
-            t = Table(title=f"models (cache: {cache.root})", title_justify="left")
-            for col in ("name", "kind", "size", "licence", "status", "description"):
-                t.add_column(col, no_wrap=col != "description")
-            style = {"package": "green", "installed": "green", "missing": "yellow"}
-            for r in rows:
-                t.add_row(r["name"] + (" [bold]*[/]" if r["default"] else ""), r["kind"], _fmt_size(r["size"]),
-                          r["license"], f"[{style[r['status']]}]{r['status']}[/]", r["description"])
-            Console(stderr=False).print(t)
-            err("* default model")
-        else:
-            for r in rows:
-                print(f"{r['name'] + ('*' if r['default'] else ''):26} {r['kind']:5} {_fmt_size(r['size']):>9}  "
-                      f"{r['license']:11} {r['status']:9} {r['description']}")
-
-    @app.command("rm", help=RM_HELP, short_help="Remove a model from the cache.")
-    @guarded
-    def rm_cmd(name: Annotated[str, typer.Argument(help="Model name.", autocompletion=complete_installed_model)]) -> None:
-        from voxcli.hub.registry import remove
+@guarded
+def rm(
+    name: Annotated[Optional[str], typer.Argument(
+        help="Model name.", show_default=False, autocompletion=complete_installed_model)] = None,
+    partials: Annotated[bool, flag(
+        "--partials", help="Remove partial downloads and staging folders of interrupted pulls.")] = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Remove a model from the cache, or the leftovers of interrupted pulls (the `voxcli rm` command)."""
+    if name is None and not partials:
+        raise UsageError("nothing to remove", hint="give a model name (see `voxcli models`) or --partials")
+    if name is not None:
+        from voxcli.hub.pull import remove
 
         remove(name)
         err(f"removed {name}")
+    if partials:
+        from voxcli.hub import leftovers
+
+        removed = leftovers.clean()
+        size = sum(x.size for x in removed) / 1e6
+        err(f"removed {len(removed)} partial download(s) and staging folder(s) ({size:.1f} MB)"
+            if removed else "no leftovers of interrupted pulls")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("pull", help=PULL_HELP, short_help="Download, verify and install models into the cache.")(pull)
+    app.command("models", help=MODELS_HELP, short_help="List known and installed models.")(models)
+    app.command("rm", help=RM_HELP, short_help="Remove a model from the cache.")(rm)

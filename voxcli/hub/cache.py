@@ -4,12 +4,16 @@ Layout under the cache root (platformdirs user cache, or $VOXCLI_CACHE_DIR):
 
     models/<name>/       the model's files + manifest.json (present = installed)
     derived/<name>/      artifacts built from a model (split graphs, built LLM graph)
-    downloads/           partial downloads (<key>.part), kept for Range resume
+    derived/<name>/derived.json   size + sha256 of each derived file, recorded when it is built
+    downloads/           partial downloads (<key>.part + .meta: the version, for If-Range), kept for resume
     tmp/                 process-unique staging dirs, renamed into models/ when verified
     locks/<name>.lock    one file lock per model: concurrent pulls download once
 
 A model directory only ever appears through `os.replace` of a fully verified
 staging dir, so a crash or a failed check leaves the cache as it was.
+Derived files are verified too: whoever builds one records its size and
+sha256 (`record_derived`), whoever loads one checks them (`check_derived`),
+so a flipped byte in a split decoder is a rebuild, not full-scale noise.
 """
 from __future__ import annotations
 
@@ -21,14 +25,19 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from filelock import FileLock
 
 from voxcli import paths
 from voxcli.errors import UsageError
+from voxcli.fsutil import atomic_write
+from voxcli.hub.verify import file_problem
 
 MANIFEST = "manifest.json"
+DERIVED_MANIFEST = "derived.json"
+_verified: set[tuple[str, int, int, str]] = set()
+"""(path, size, mtime_ns, sha256) of derived files hashed OK in this process: each is hashed once."""
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -59,9 +68,98 @@ class Cache:
     def model_dir(self, name: str) -> Path:
         return self.models / check_name(name)
 
-    def derived_dir(self, name: str) -> Path:
-        """A writable directory for artifacts built from the model (created on demand)."""
-        return self._dir("derived", check_name(name))
+    def derived_dir(self, name: str, *, create: bool = False) -> Path:
+        """Where artifacts built from the model go (split graphs, the built LLM graph).
+
+        Only a path unless `create`: finding a model must not write to the
+        disk (a read-only cache, `voxcli models`, completion), so the code
+        that writes an artifact creates the directory when it writes.
+        """
+        path = self.root / "derived" / check_name(name)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @classmethod
+    def of_derived(cls, derived_dir: Path) -> tuple["Cache", str]:
+        """(the cache, the model name) that own `derived_dir` (a `ModelBundle.derived_dir`)."""
+        derived_dir = Path(derived_dir)
+        if derived_dir.parent.name != "derived":
+            raise ValueError(f"{derived_dir} is not a derived/<name> directory of a cache")
+        return cls(derived_dir.parent.parent), check_name(derived_dir.name)
+
+    def _derived_records(self, name: str) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads((self.derived_dir(name) / DERIVED_MANIFEST).read_text(encoding="utf-8"))
+            return dict(data.get("files", {}))
+        except (OSError, ValueError, AttributeError, TypeError):
+            return {}
+
+    def record_derived(self, name: str, paths: Iterable[Path]) -> None:
+        """Record size + sha256 of files just built into `derived/<name>/` (call it right after writing them).
+
+        Merged into `derived/<name>/derived.json` under its own lock (several
+        builders share one model's derived dir), written atomically.
+        """
+        d = self.derived_dir(name, create=True)
+        new: dict[str, dict[str, Any]] = {}
+        for p in paths:
+            rel = Path(p).resolve().relative_to(d.resolve()).as_posix()
+            _problem, digest = file_problem(Path(p))
+            st = Path(p).stat()
+            new[rel] = {"size": st.st_size, "sha256": digest}
+            _verified.add((str(Path(p).resolve()), st.st_size, st.st_mtime_ns, str(digest)))
+        with FileLock(str(d / (DERIVED_MANIFEST + ".lock"))):
+            files = {k: v for k, v in self._derived_records(name).items() if (d / k).is_file()}
+            files.update(new)
+            atomic_write(d / DERIVED_MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True), durable=False)
+
+    def check_derived(self, name: str, paths: Iterable[Path]) -> list[str]:
+        """One sentence per derived file that is missing, unrecorded, or not what was recorded ([] = all good).
+
+        Hashes each file once per process (then a stat); the caller rebuilds
+        (or refuses to load) on any problem: nothing unrecorded is trusted.
+        """
+        d = self.derived_dir(name)
+        records = self._derived_records(name)
+        problems = []
+        for p in map(Path, paths):
+            rel = p.resolve().relative_to(d.resolve()).as_posix()
+            rec = records.get(rel)
+            if not p.is_file():
+                problems.append(f"{rel} is missing")
+            elif rec is None or not rec.get("sha256"):
+                problems.append(f"{rel} has no recorded hash (built by an older voxcli)")
+            elif (problem := self._derived_problem(p, rel, rec)) is not None:
+                problems.append(problem)
+        return problems
+
+    @staticmethod
+    def _derived_problem(path: Path, rel: str, rec: dict[str, Any]) -> str | None:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, str(rec["sha256"]))
+        if key in _verified:
+            return None
+        problem, _digest = file_problem(path, sha256=rec["sha256"], size=rec.get("size"), name=rel)
+        if problem is None:
+            _verified.add(key)
+        return problem
+
+    def derived_problems(self) -> dict[str, list[str]]:
+        """model name -> problems of the recorded derived files in the cache (for `voxcli doctor`).
+
+        A recorded file that is gone is no problem (its builder makes it
+        again); one that is there but differs is.
+        """
+        root = self.root / "derived"
+        out: dict[str, list[str]] = {}
+        for d in sorted(root.iterdir()) if root.is_dir() else []:
+            if d.is_dir() and _NAME_RE.match(d.name) and (d / DERIVED_MANIFEST).is_file():
+                present = [d / rel for rel in self._derived_records(d.name) if (d / rel).is_file()]  # gone: rebuilt
+                problems = self.check_derived(d.name, present)
+                if problems:
+                    out[d.name] = problems
+        return out
 
     def downloads(self) -> Path:
         return self._dir("downloads")
@@ -99,12 +197,14 @@ class Cache:
         so the model directory is never a mix of old and new files.
         """
         manifest = {**manifest, "name": name, "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        # mtimes let first use notice an edited file with a stat() instead of a re-hash (registry.check_unchanged)
+        # mtimes let first use notice an edited file with a stat() instead of a re-hash (resolve.check_unchanged)
         manifest["files"] = [
             {**f, "mtime_ns": (staged / f["name"]).stat().st_mtime_ns} if (staged / f["name"]).is_file() else f
             for f in manifest.get("files", [])
         ]
         os.chmod(staged, 0o755)  # mkdtemp makes 0700; a model dir is as readable as any cache file
+        if (staged / MANIFEST).exists():  # a model file of that name would be overwritten (hub.pull refuses it)
+            raise UsageError(f"{name}: a model file is named {MANIFEST}, which the cache reserves")
         (staged / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True), encoding="utf-8")
         final = self.model_dir(name)
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +243,7 @@ class Cache:
     def remove(self, name: str) -> bool:
         """Delete a model and its derived artifacts; True if something was removed."""
         removed = False
-        for d in (self.model_dir(name), self.root / "derived" / check_name(name)):
+        for d in (self.model_dir(name), self.derived_dir(name)):
             if d.exists():
                 trash = Path(tempfile.mkdtemp(prefix=f"{name}.rm.", dir=self._dir("tmp")))
                 os.replace(d, trash / "m")

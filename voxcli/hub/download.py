@@ -1,41 +1,36 @@
-"""Resumable downloads, verification and safe extraction.
+"""Resumable downloads, verified, pinned to one version (safe extraction is in `hub.archive`).
 
 Downloads follow huggingface_hub's `_download_to_tmp_and_move` recipe: a
 partial file keyed by what is being downloaded (held under a file lock, so
 only one live process writes it), `Range` requests to resume after a dropped
 connection (within the retry loop, and in a later run), sha256 verified
-before anything is extracted. Archives are extracted member by member with
-the checks tarfile's `data` filter makes: no absolute paths, no `..`, no
-links or devices, so a hostile archive cannot write outside the staging dir,
-and the bytes it may expand to are capped (the catalog's sizes, or
-$VOXCLI_MAX_EXTRACT_BYTES for ad-hoc archives), so a decompression bomb
-cannot fill the disk. A full disk (ENOSPC, EDQUOT, or EFBIG from a file size
+before anything is extracted (`verify.verify_file`). A resume is pinned
+with `If-Range` to the version the download started with (`hub.resume`), so
+a file that changed on the server is fetched whole, never spliced. A redirect
+loop or an undecodable body is a FetchError (a catalog pull tries its next
+source). A full disk (ENOSPC, EDQUOT, or EFBIG from a file size
 limit) becomes one `DiskFullError` line and the partial file is removed.
 """
 from __future__ import annotations
 
 import errno
-import hashlib
 import logging
 import os
-import stat
-import tarfile
 import time
-import zipfile
-import zlib
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Callable, Final
 
 from filelock import FileLock
 
 from voxcli.errors import DiskFullError, FetchError, IntegrityError
 from voxcli.events import Progress
+from voxcli.hub import resume
+from voxcli.hub.verify import verify_file
 
 ProgressFn = Callable[[Progress], None]
 _LOG = logging.getLogger(__name__)
 CHUNK: Final = 1 << 16
 RETRIES: Final = 4
-ARCHIVE_SUFFIXES: Final = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar", ".zip", ".whl")
 
 
 def _noop(_: Progress) -> None:
@@ -54,23 +49,6 @@ def disk_full(e: BaseException, where: Path | str) -> DiskFullError | None:
         f"cannot write {where}: {reason}",
         hint="free some space (or set VOXCLI_CACHE_DIR to a bigger disk) and run the same command again",
     )
-
-
-def sha256_file(path: Path, on_chunk: Callable[[int], None] | None = None) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(1 << 20)
-            if not b:
-                break
-            h.update(b)
-            if on_chunk:
-                on_chunk(len(b))
-    return h.hexdigest()
-
-
-def is_archive(name: str) -> bool:
-    return name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
 def http_client(timeout: float = 30.0):  # -> httpx.Client, imported lazily
@@ -109,69 +87,12 @@ def download(
     own_client = client is None
     client = client or http_client()
     try:
-        with FileLock(str(part) + ".lock"):
-            last_error: Exception | None = None
-            for attempt in range(RETRIES):
-                have = part.stat().st_size if part.exists() else 0
-                headers = {"Range": f"bytes={have}-"} if have else {}
-                _LOG.info("GET %s%s", url, f" (resuming at byte {have})" if have else "")
-                try:
-                    with client.stream("GET", url, headers=headers) as r:
-                        if r.status_code == 416 and have:  # already complete (or bigger than the file)
-                            break
-                        if r.status_code >= 400:
-                            raise FetchError(f"{url}: HTTP {r.status_code} {r.reason_phrase}".rstrip())
-                        if r.status_code != 206:
-                            have = 0  # server ignored Range: start over
-                        total = size
-                        if total is None:
-                            length = r.headers.get("content-length")
-                            total = have + int(length) if length and length.isdigit() else None
-                        with open(part, "ab" if have else "wb") as f:
-                            done = have
-                            on_progress(Progress("download", done, total, model, url))
-                            last_emit = 0.0
-                            for b in r.iter_bytes():  # no re-chunking: keep every byte that arrived before a drop
-                                f.write(b)
-                                done += len(b)
-                                now = time.monotonic()
-                                if now - last_emit > 0.1:
-                                    on_progress(Progress("download", done, total, model, url))
-                                    last_emit = now
-                            on_progress(Progress("download", done, total, model, url))
-                    if size is not None and part.stat().st_size < size:
-                        raise httpx.RemoteProtocolError("connection closed before the end of the file")
-                    break
-                except (httpx.TransportError, httpx.StreamError) as e:
-                    last_error = e
-                    time.sleep(min(0.2 * 2**attempt, 2.0))
-                except OSError as e:
-                    full = disk_full(e, part)
-                    if full is None:
-                        raise
-                    part.unlink(missing_ok=True)  # give the space back; there is nothing to resume into
-                    raise full from None
-            else:
-                raise FetchError(
-                    f"{url}: download failed after {RETRIES} tries ({last_error})",
-                    hint="check the network and run the same pull again: it resumes where it stopped",
-                )
-            got_size = part.stat().st_size
-            if size is not None and got_size != size:
-                part.unlink(missing_ok=True)
-                raise IntegrityError(f"{url}: size mismatch (expected {size} bytes, got {got_size})")
-            if sha256:
-                on_progress(Progress("verify", 0, got_size, model, url))
-                digest = sha256_file(part)
-                on_progress(Progress("verify", got_size, got_size, model, url))
-                if digest != sha256.lower():
-                    part.unlink(missing_ok=True)
-                    raise IntegrityError(
-                        f"{url}: sha256 mismatch (expected {sha256.lower()}, got {digest})",
-                        hint="the file on the server is not the one the catalog names; nothing was installed",
-                    )
+        with FileLock(str(part) + ".lock"):  # one live writer per partial file
+            _fetch_part(client, url, part, size, sha256, model, on_progress)
+            _verify_part(part, url, dest.name, sha256, size, model, on_progress)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(part, dest)
+            os.replace(part, dest)  # a rename of the verified file, not a write: no temp file needed
+            resume.meta_path(part).unlink(missing_ok=True)
     except httpx.InvalidURL as e:
         raise FetchError(f"{url}: invalid URL ({e})") from None
     finally:
@@ -180,149 +101,111 @@ def download(
     return dest
 
 
-# ---------------------------------------------------------------- extraction
-
-def _safe_relpath(name: str) -> PurePosixPath:
-    p = PurePosixPath(name.replace("\\", "/"))
-    if p.is_absolute() or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
-        raise IntegrityError(f"unsafe archive member {name!r}: absolute path")
-    if any(part == ".." for part in p.parts):
-        raise IntegrityError(f"unsafe archive member {name!r}: path leaves the target directory")
-    return p
+class _Restart(Exception):
+    """The server's reply cannot continue the partial file: it was discarded, start over."""
 
 
-def _check_tar_member(m: tarfile.TarInfo) -> None:
-    _safe_relpath(m.name)
-    if m.issym() or m.islnk():
-        raise IntegrityError(f"unsafe archive member {m.name!r}: link to {m.linkname!r}")
-    if not (m.isfile() or m.isdir()):
-        raise IntegrityError(f"unsafe archive member {m.name!r}: not a regular file")
+def _fetch_part(client, url: str, part: Path, size: int | None, sha256: str | None, model: str,
+                on_progress: ProgressFn) -> None:
+    """Bring `part` to the whole file: up to RETRIES requests, each resuming where the last stopped.
 
+    A redirect loop or a body that cannot be decoded is a FetchError at once
+    (retrying cannot help, and a catalog pull moves on to its next source).
+    """
+    import httpx
 
-def _check_zip_member(info: zipfile.ZipInfo) -> None:
-    _safe_relpath(info.filename)
-    mode = info.external_attr >> 16
-    if mode and stat.S_ISLNK(mode):
-        raise IntegrityError(f"unsafe archive member {info.filename!r}: symbolic link")
-    if mode and stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        raise IntegrityError(f"unsafe archive member {info.filename!r}: not a regular file")
-
-
-def _too_big(archive: Path, total: int, limit: int) -> IntegrityError:
-    return IntegrityError(
-        f"{archive.name}: expands to more than {limit} bytes ({total} or more): refused as a decompression bomb",
-        hint="if the archive is genuine, raise the limit with VOXCLI_MAX_EXTRACT_BYTES",
+    last_error: Exception | None = None
+    attempt = 0
+    while attempt < RETRIES:
+        try:
+            _get_rest(client, url, part, size, sha256 is not None, model, on_progress)
+            return
+        except _Restart:
+            continue  # bounded: a restart needs bytes that were kept, and those need a dropped try
+        except (httpx.TooManyRedirects, httpx.DecodingError) as e:
+            resume.discard(part)  # decoded bytes of a mis-encoded body are nothing to resume into
+            what = "too many redirects" if isinstance(e, httpx.TooManyRedirects) else "cannot decode the body"
+            raise FetchError(f"{url}: {what} ({e})") from None
+        except (httpx.TransportError, httpx.StreamError) as e:
+            last_error = e
+            time.sleep(min(0.2 * 2**attempt, 2.0))
+        except OSError as e:
+            full = disk_full(e, part)
+            if full is None:
+                raise
+            resume.discard(part)  # give the space back; there is nothing to resume into
+            raise full from None
+        attempt += 1
+    raise FetchError(
+        f"{url}: download failed after {RETRIES} tries ({last_error})",
+        hint="check the network and run the same pull again: it resumes where it stopped",
     )
 
 
-def list_archive(archive: Path, max_bytes: int | None = None) -> list[str]:
-    """Regular-file members of an archive, after checking every member is safe.
-
-    With `max_bytes`, the declared sizes of all regular members must not add
-    up to more (tar headers are read lazily, so a bomb is refused at the
-    member that crosses the limit, before its data is decompressed).
-    """
-    if zipfile.is_zipfile(archive):
-        try:
-            with zipfile.ZipFile(archive) as z:
-                infos = z.infolist()
-        except (zipfile.BadZipFile, OSError, ValueError) as e:
-            raise IntegrityError(f"{archive.name}: not a readable archive ({e})") from None
-        total = 0
-        for info in infos:
-            _check_zip_member(info)
-            total += 0 if info.is_dir() else info.file_size
-            if max_bytes is not None and total > max_bytes:
-                raise _too_big(archive, total, max_bytes)
-        return [i.filename for i in infos if not i.is_dir()]
-    names: list[str] = []
-    total = 0
-    try:
-        with tarfile.open(archive) as t:
-            for m in t:
-                _check_tar_member(m)
-                if m.isfile():
-                    names.append(m.name)
-                    total += m.size
-                    if max_bytes is not None and total > max_bytes:
-                        raise _too_big(archive, total, max_bytes)
-    except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
-        raise IntegrityError(f"{archive.name}: not a readable archive ({e})") from None
-    return names
+def _continues(r, part: Path, have: int) -> bool:
+    """May the reply's body be appended to `have` bytes of `part`? False: it is the whole file."""
+    if r.status_code != 206:
+        return False  # 200 to a ranged request (If-Range failed, or no Range support): a whole new body
+    if resume.range_start(r.headers.get("content-range")) != have or not resume.load(part).same_as(
+            resume.Validator.of(r.headers)):
+        resume.discard(part)  # another offset or another version: appending would splice
+        raise _Restart
+    return True
 
 
-def _copy_at_most(src, dst, limit: int, archive: Path) -> int:
-    """Copy, refusing to write more than `limit` bytes (a header that lies about its size)."""
-    n = 0
-    while b := src.read(1 << 20):
-        n += len(b)
-        if n > limit:
-            raise _too_big(archive, n, limit)
-        dst.write(b)
-    return n
+def _get_rest(client, url: str, part: Path, size: int | None, pinned_by_hash: bool, model: str,
+              on_progress: ProgressFn) -> None:
+    """One GET, resuming (`Range` + `If-Range`) from the bytes already in `part`; appends what arrives."""
+    import httpx
+
+    have, headers = resume.resume_headers(part, pinned_by_hash=pinned_by_hash)
+    _LOG.info("GET %s%s", url, f" (resuming at byte {have})" if have else "")
+    with client.stream("GET", url, headers={**headers, "Accept-Encoding": "identity"}) as r:
+        if r.status_code == 416 and have:  # nothing after `have`: complete if the file has `have` bytes
+            if resume.range_total(r.headers.get("content-range")) not in (None, have):
+                resume.discard(part)
+                raise _Restart
+            return
+        if r.status_code >= 400:
+            raise FetchError(f"{url}: HTTP {r.status_code} {r.reason_phrase}".rstrip())
+        if have and not _continues(r, part, have):
+            have = 0
+        if not have:
+            resume.remember(part, resume.Validator.of(r.headers))
+        total = size
+        if total is None:
+            length = r.headers.get("content-length")
+            total = have + int(length) if length and length.isdigit() else None
+        with open(part, "ab" if have else "wb") as f:
+            _copy_body(r, f, have, total, model, url, on_progress)
+    if size is not None and part.stat().st_size < size:
+        raise httpx.RemoteProtocolError("connection closed before the end of the file")
 
 
-def extract_members(
-    archive: Path,
-    members: dict[str, str],
-    target: Path,
-    *,
-    model: str = "",
-    on_progress: ProgressFn = _noop,
-    max_bytes: int | None = None,
-) -> None:
-    """Extract archive members to flat file names in `target`.
+def _copy_body(r, f, done: int, total: int | None, model: str, url: str, on_progress: ProgressFn) -> None:
+    on_progress(Progress("download", done, total, model, url))
+    last_emit = 0.0
+    for b in r.iter_bytes():  # no re-chunking: keep every byte that arrived before a drop
+        f.write(b)
+        done += len(b)
+        now = time.monotonic()
+        if now - last_emit > 0.1:
+            on_progress(Progress("download", done, total, model, url))
+            last_emit = now
+    on_progress(Progress("download", done, total, model, url))
 
-    `members` maps output file name -> member path. Every member of the
-    archive is checked first (not only the wanted ones), so a hostile archive
-    is refused as a whole and nothing is written. The wanted members may add
-    up to at most `max_bytes` (declared sizes checked first, bytes counted
-    while copying); a full disk raises DiskFullError with the partial file gone.
-    """
-    names = set(list_archive(archive))
-    missing = [m for m in members.values() if m not in names]
-    if missing:
-        raise IntegrityError(f"{archive.name}: missing expected member(s) {', '.join(missing)}")
-    total = len(members)
-    budget = max_bytes if max_bytes is not None else 1 << 62
-    on_progress(Progress("extract", 0, total, model, archive.name))
-    if zipfile.is_zipfile(archive):
-        with zipfile.ZipFile(archive) as z:
-            declared = sum(z.getinfo(m).file_size for m in members.values())
-            if declared > budget:
-                raise _too_big(archive, declared, budget)
-            for i, (out, member) in enumerate(members.items(), 1):
-                dest = target / _safe_relpath(out)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(member) as src:
-                    budget -= _write_member(src, dest, budget, archive)
-                on_progress(Progress("extract", i, total, model, out))
+
+def _verify_part(part: Path, url: str, name: str, sha256: str | None, size: int | None,
+                 model: str, on_progress: ProgressFn) -> None:
+    """Check the whole downloaded file; a wrong one is deleted so the next try starts clean."""
+    if sha256 is None and size is None:
         return
-    with tarfile.open(archive) as t:
-        infos = {m: t.getmember(m) for m in members.values()}
-        declared = sum(info.size for info in infos.values())
-        if declared > budget:
-            raise _too_big(archive, declared, budget)
-        for i, (out, member) in enumerate(members.items(), 1):
-            info = infos[member]
-            _check_tar_member(info)
-            src = t.extractfile(info)
-            if src is None:
-                raise IntegrityError(f"{archive.name}: {member} is not a regular file")
-            dest = target / _safe_relpath(out)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            with src:
-                budget -= _write_member(src, dest, budget, archive)
-            on_progress(Progress("extract", i, total, model, out))
-
-
-def _write_member(src, dest: Path, budget: int, archive: Path) -> int:
+    got = part.stat().st_size
+    on_progress(Progress("verify", 0, got, model, url))
     try:
-        with open(dest, "wb") as dst:
-            return _copy_at_most(src, dst, budget, archive)
-    except BaseException as e:
-        dest.unlink(missing_ok=True)
-        full = disk_full(e, dest)
-        if full is not None:
-            raise full from None
+        verify_file(part, owner=url, sha256=sha256, size=size, name=name,
+                    hint="the file on the server is not the one the catalog names; nothing was installed")
+    except IntegrityError:
+        resume.discard(part)
         raise
+    on_progress(Progress("verify", got, got, model, url))

@@ -2,7 +2,7 @@
 
 A model passes `pull` verification once; afterwards a disk error, an editor,
 a half-finished copy or a catalog update can make it wrong while the
-registry (which checks names and sizes only, to stay fast) still finds it.
+resolver (which checks names and sizes only, to stay fast) still finds it.
 This module re-hashes every file against the sha256 recorded in the cache
 manifest (and, for package-provided models, against the catalog) so
 `voxcli doctor` can say which model is broken and re-pull it.
@@ -15,7 +15,8 @@ from typing import Callable
 
 from voxcli.hub.cache import Cache
 from voxcli.hub.catalog import ModelEntry, load_catalog
-from voxcli.hub.download import sha256_file
+from voxcli.hub.resolve import package_files
+from voxcli.hub.verify import file_problem
 
 
 @dataclass(frozen=True)
@@ -44,22 +45,17 @@ class CacheHealth:
 
 
 def _check_files(expected: dict[str, tuple[str | None, int | None]], root: dict[str, Path]) -> tuple[list[str], int]:
-    # Compare size first (cheap), then the sha256 of every file.
+    """One sentence per missing or wrong file (size first, then sha256), and the bytes hashed."""
     problems, checked = [], 0
     for fname, (sha, size) in expected.items():
         p = root.get(fname)
         if p is None or not p.is_file():
             problems.append(f"{fname} is missing")
             continue
-        actual_size = p.stat().st_size
-        if size is not None and actual_size != size:
-            problems.append(f"{fname} has {actual_size} bytes, expected {size}")
-            continue
-        if sha:
-            digest = sha256_file(p)
-            checked += actual_size
-            if digest != sha.lower():
-                problems.append(f"{fname} sha256 {digest[:12]}… does not match {sha[:12]}…")
+        problem, digest = file_problem(p, sha256=sha, size=size, name=fname)
+        checked += p.stat().st_size if digest is not None else 0
+        if problem is not None:
+            problems.append(problem)
     return problems, checked
 
 
@@ -87,8 +83,6 @@ def _check_package(entry: ModelEntry, files: dict[str, Path]) -> ModelHealth:
 
 def check_cache(cache: Cache | None = None, *, on_model: Callable[[str], None] | None = None) -> CacheHealth:
     """Hash every installed model (cache and package-provided) against its recorded digests."""
-    from voxcli.hub.registry import _package_files
-
     cache = cache or Cache.default()
     catalog = load_catalog()
     results: list[ModelHealth] = []
@@ -101,7 +95,7 @@ def check_cache(cache: Cache | None = None, *, on_model: Callable[[str], None] |
     for name, entry in catalog.items():
         if name in in_cache:
             continue
-        pkg = _package_files(entry)
+        pkg = package_files(entry)
         if pkg is not None:
             if on_model:
                 on_model(name)
