@@ -8,7 +8,9 @@ tensor produced outside the `/dec/` nodes that those nodes read (in
 en_US-joe-medium it is `/Mul_7_output_0`). `onnx.utils.Extractor` cuts the
 graph there; the two parts are written next to the model's other derived
 files (`voxcli.fsutil.atomic_write`, under a file lock so two processes
-never split at the same time) and reused while the source model is unchanged.
+never split at the same time) and reused while the source model is unchanged
+and the parts still have the size and sha256 recorded when they were written
+(`voxcli.runtimes.derived`: a flipped byte means splitting again, not noise).
 A voice without such a tensor is not split: the caller synthesizes whole
 sentences instead.
 """
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from voxcli.fsutil import atomic_write
+from voxcli.runtimes import derived
 
 _LOG = logging.getLogger(__name__)
 
@@ -104,6 +107,7 @@ def load_or_split(onnx_path: Path, derived_dir: Path | None) -> SplitGraph:
             atomic_write(derived_dir / _DECODER, split.decoder)  # type: ignore[arg-type]
             manifest = {"format": _FORMAT, "source": source, "latent": split.latent}
             atomic_write(derived_dir / _MANIFEST, json.dumps(manifest, indent=1).encode())
+            derived.record(derived_dir, _parts(derived_dir))
             _LOG.info("split %s at %s into %s", onnx_path.name, split.latent, derived_dir)
             return SplitGraph(split.latent, derived_dir / _FRONT, derived_dir / _DECODER)
     except OSError as exc:  # read-only or full cache: still stream, from memory
@@ -116,14 +120,19 @@ def _fingerprint(path: Path) -> dict[str, object]:
     return {"name": path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
+def _parts(derived_dir: Path) -> list[Path]:
+    """The files of one split; all three are hashed when written and checked before use."""
+    return [derived_dir / _FRONT, derived_dir / _DECODER, derived_dir / _MANIFEST]
+
+
 def _read_cached(derived_dir: Path, source: dict[str, object]) -> SplitGraph | None:
+    """The cached split if it is of this source and every part is as recorded, else None (split again)."""
+    if not derived.usable(derived_dir, _parts(derived_dir), "the split voice graph"):
+        return None
     try:
         manifest = json.loads((derived_dir / _MANIFEST).read_text())
     except (OSError, ValueError):
         return None
-    front, decoder = derived_dir / _FRONT, derived_dir / _DECODER
-    if manifest.get("format") != _FORMAT or manifest.get("source") != source:
+    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT or manifest.get("source") != source:
         return None
-    if not (front.is_file() and decoder.is_file()):
-        return None
-    return SplitGraph(str(manifest["latent"]), front, decoder)
+    return SplitGraph(str(manifest.get("latent")), derived_dir / _FRONT, derived_dir / _DECODER)

@@ -15,13 +15,14 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
-from voxcli.errors import ModelNotFoundError
+from voxcli.errors import IntegrityError, ModelNotFoundError
 from voxcli.runtimes.onnx import default_threads, session
 from voxcli.runtimes.piper.graph_split import SplitError, load_or_split
 from voxcli.runtimes.piper.phonemize import EspeakPhonemizer, phonemes_to_ids
@@ -150,6 +151,12 @@ class PiperVoice:
         config_path = Path(config_path) if config_path else onnx_path.with_name(onnx_path.name + ".json")
         if not onnx_path.is_file():
             raise ModelNotFoundError(f"voice model not found: {onnx_path}")
+        with _load_errors(onnx_path):
+            return cls._load(onnx_path, config_path, derived_dir, stream_config, threads, normalizer)
+
+    @classmethod
+    def _load(cls, onnx_path: Path, config_path: Path, derived_dir: Path | None, stream_config: StreamConfig | None,
+              threads: int | None, normalizer: Callable[[str], str] | None) -> PiperVoice:
         vc = VoiceConfig.read(config_path)
         phonemizer = EspeakPhonemizer(vc.espeak_voice, vc.vowel_clusters)
         threads = threads or default_threads(DEFAULT_MAX_THREADS)
@@ -284,3 +291,32 @@ class PiperVoice:
             parts.append(self._decode(p.latent) if p.latent is not None else
                          (p.audio if p.audio is not None else np.zeros(0, np.float32)))
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+
+_DAMAGED: Final = frozenset({"DecodeError", "InvalidProtobuf", "InvalidGraph"})
+"""protobuf / onnxruntime error classes raised by a truncated or corrupt .onnx file."""
+
+
+@contextmanager
+def _load_errors(onnx_path: Path) -> Iterator[None]:
+    """Name the voice file when it vanishes or turns out corrupt while loading.
+
+    Why: the file is checked when the model is resolved, but it can be removed
+    (a `voxcli rm`, a cache cleaner) or rot between that check and the load; the
+    protobuf/onnxruntime/FileNotFoundError that followed was reported as an
+    internal error. Missing -> ModelNotFoundError (exit 3), damaged ->
+    IntegrityError (exit 4), each with the path and the fix.
+    """
+    try:
+        yield
+    except FileNotFoundError as e:
+        raise ModelNotFoundError(f"voice model file disappeared while loading: {e.filename or onnx_path}",
+                                 hint="reinstall it with `voxcli pull --force NAME`") from None
+    except Exception as e:  # noqa: BLE001 - re-raised unless it is a damaged-file error
+        if type(e).__name__ == "NoSuchFile":
+            raise ModelNotFoundError(f"voice model file disappeared while loading: {onnx_path}",
+                                     hint="reinstall it with `voxcli pull --force NAME`") from None
+        if type(e).__name__ not in _DAMAGED:
+            raise
+        raise IntegrityError(f"voice model {onnx_path} is damaged and cannot be loaded ({type(e).__name__})",
+                             hint="`voxcli doctor` lists damaged models; reinstall it with `voxcli pull --force NAME`") from None

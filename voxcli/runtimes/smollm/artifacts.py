@@ -4,8 +4,9 @@ Why: once the decoder graph is built, the GGUF is only needed for its
 vocabulary, merges and a few numbers -- but parsing its metadata with the
 `gguf` package takes about 2 s and 160 MB of small arrays (peak RSS during
 load went from ~420 MB to ~300 MB without it). So the first load writes them
-to `derived_dir` (`fsutil.atomic_write`; identical content, so the last
-writer may win) and later loads read that file in milliseconds.
+to `derived_dir` (`fsutil.atomic_write` under a file lock, its sha256
+recorded) and later loads read that file in milliseconds -- after checking
+it against the record: a damaged or unrecorded file is rebuilt from the GGUF.
 """
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
+from filelock import FileLock
+
 from voxcli.fsutil import atomic_write
+from voxcli.runtimes import derived
 from voxcli.runtimes.smollm.gguf import GGUFModel, LlamaConfig, file_fingerprint
 from voxcli.runtimes.smollm.tokenizer import ChatTokenizer
 
@@ -36,7 +40,7 @@ def load_model_info(gguf_path: Path, derived_dir: Path, model: GGUFModel | None 
     from tokenizers import Tokenizer
 
     path = info_path(gguf_path, derived_dir)
-    if path.exists():
+    if derived.usable(derived_dir, [path], "the LLM tokenizer and config"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             tok = ChatTokenizer(Tokenizer.from_str(data["tokenizer"]), data["eos_id"], data["im_end_id"])
@@ -52,5 +56,7 @@ def load_model_info(gguf_path: Path, derived_dir: Path, model: GGUFModel | None 
         "config": asdict(info.config),
     }
     path.parent.mkdir(parents=True, exist_ok=True)  # the bundle's derived_dir is created by whoever writes
-    atomic_write(path, json.dumps(data))
+    with FileLock(str(path) + ".lock"):  # the record must be of the bytes that stay
+        atomic_write(path, json.dumps(data))
+        derived.record(derived_dir, [path])
     return info

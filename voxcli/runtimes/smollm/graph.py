@@ -3,7 +3,8 @@
 Why build instead of ship: the only artifact on the package index is the GGUF
 file; onnxruntime has fused CPU kernels for everything a llama layer needs, so
 we translate the GGUF weights once into an ONNX graph and cache it in the
-model bundle's `derived_dir` (written atomically, under a file lock).
+model bundle's `derived_dir` (written atomically, under a file lock, its
+size and sha256 recorded and checked before use: `voxcli.runtimes.derived`).
 
 Graph (one pass for the whole prompt, then one token per call):
   ids -> Gather(E) -> 30 x [SkipSimplifiedLayerNorm -> QKV MatMulNBits ->
@@ -37,6 +38,7 @@ from typing import Final, Literal
 import numpy as np
 
 from voxcli.fsutil import atomic_path, atomic_write
+from voxcli.runtimes import derived
 from voxcli.runtimes.smollm.gguf import GGUFModel, LlamaConfig, file_fingerprint
 from voxcli.runtimes.smollm.linear import Packed, gather_q8, matmul_two_pass, q4_1_linear, q8_0_table
 
@@ -218,6 +220,11 @@ def build_decoder(model: GGUFModel, precision: Precision = "exact"):
     return onnx_model
 
 
+def graph_files(target: Path) -> list[Path]:
+    """The built graph and its weights file (`_save`): recorded and checked together."""
+    return [target, target.with_name(target.name + ".data")]
+
+
 def _save(proto, target: Path) -> None:
     """Write the weights to `<target>.data` and the graph to `target`, each atomically, data first.
 
@@ -227,7 +234,7 @@ def _save(proto, target: Path) -> None:
     from onnx import TensorProto
     from onnx.external_data_helper import set_external_data
 
-    data = target.with_name(target.name + ".data")
+    data = graph_files(target)[1]
     with atomic_path(data) as tmp, open(tmp, "wb") as f:
         for t in proto.graph.initializer:
             if len(t.raw_data) < 1024:
@@ -247,19 +254,25 @@ def ensure_decoder(
     """Path of the built decoder graph in `derived_dir`, building it once (locked, atomic).
 
     A cached graph is found from the GGUF file's size and mtime alone, without
-    parsing the GGUF (that parse costs ~2 s and ~160 MB of small arrays).
+    parsing the GGUF (that parse costs ~2 s and ~160 MB of small arrays), and
+    used only if graph and weights match the hashes recorded when they were
+    built (hashing ~230 MB once per process); otherwise it is built again.
     """
     from filelock import FileLock
 
     derived_dir = Path(derived_dir)
     target = derived_dir / graph_filename(file_fingerprint(Path(gguf_path)), precision)
-    if target.exists():
+    files = graph_files(target)
+    if derived.usable(derived_dir, files, "the LLM decoder graph"):
         return target
     derived_dir.mkdir(parents=True, exist_ok=True)  # the bundle's derived_dir is created by whoever writes
     with FileLock(str(target) + ".lock"):
-        if target.exists():  # another process built it while we waited
+        if not derived.problems(derived_dir, files):  # another process built it while we waited
             return target
+        for f in files:  # the graph's existence marks a complete build: drop it first
+            f.unlink(missing_ok=True)
         _save(build_decoder(model or GGUFModel(Path(gguf_path)), precision), target)
+        derived.record(derived_dir, files)
     _remove_stale(derived_dir)
     return target
 

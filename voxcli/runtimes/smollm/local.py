@@ -151,18 +151,19 @@ class LocalLLM:
     @classmethod
     def load(cls, gguf_path: Path, derived_dir: Path, config: LocalLLMConfig | None = None) -> "LocalLLM":
         """Open the GGUF, build (once) the ONNX decoder in `derived_dir`, start a session."""
+        from voxcli.runtimes import derived
         from voxcli.runtimes.onnx import session as onnx_session
         from voxcli.runtimes.smollm.artifacts import info_path, load_model_info
         from voxcli.runtimes.smollm.gguf import GGUFModel, file_fingerprint
-        from voxcli.runtimes.smollm.graph import ensure_decoder, graph_filename
+        from voxcli.runtimes.smollm.graph import ensure_decoder, graph_filename, graph_files
 
         config = config or LocalLLMConfig()
         _check_config(config, MAX_POSITIONS)
         gguf_path, derived_dir = Path(gguf_path), Path(derived_dir)
         graph = derived_dir / graph_filename(file_fingerprint(gguf_path), config.precision)
-        info_cached = info_path(gguf_path, derived_dir).exists()
-        # parse the GGUF only when something must be built (first use) or read from it
-        model = None if graph.exists() and info_cached else GGUFModel(gguf_path)
+        # parse the GGUF only when something must be built (first use, or a cached file fails its hash check)
+        cached = not derived.problems(derived_dir, [*graph_files(graph), info_path(gguf_path, derived_dir)])
+        model = None if cached else GGUFModel(gguf_path)
         graph = ensure_decoder(gguf_path, derived_dir, config.precision, model)
         info = load_model_info(gguf_path, derived_dir, model)
         c = info.config
