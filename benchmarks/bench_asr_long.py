@@ -41,7 +41,7 @@ def rss_mb() -> float:
 
 def speech_loop() -> np.ndarray:
     from voxcli.audio.files import read_audio
-    from voxcli.hub.registry import resolve_model
+    from voxcli.hub.resolve import resolve_model
 
     b = resolve_model("speech-samples", kind="data")
     parts = []

@@ -101,7 +101,7 @@ def main() -> None:
 
     voice = load_voice()
     onnx = str(voice.engine.onnx_path) if hasattr(voice.engine, "onnx_path") else None
-    from voxcli.hub.registry import resolve_model
+    from voxcli.hub.resolve import resolve_model
 
     bundle = resolve_model(None, kind="tts")
     onnx = onnx or str(bundle.find(".onnx")[0])

@@ -100,12 +100,15 @@ def _read_doc(path: Path) -> Any:
 
 
 def _write(path: Path, doc: Any) -> None:
-    from voxcli.fsutil import atomic_write
+    from voxcli.fsutil import atomic_write, write_error
 
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = doc.as_string()
-    # A table added and later removed leaves tomlkit's separating blank line behind: end with one newline.
-    atomic_write(path, text.rstrip("\n") + "\n" if text.strip() else "")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A table added and later removed leaves tomlkit's separating blank line behind: end with one newline.
+        atomic_write(path, text.rstrip("\n") + "\n" if text.strip() else "")
+    except OSError as e:  # a read-only config directory: name the config file, not our temp file
+        raise write_error(e, path) from None
 
 
 def _table(doc: Any, section: str, path: Path, create: bool) -> Any:

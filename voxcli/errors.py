@@ -72,6 +72,12 @@ class DiskFullError(VoxError):
     """The disk (or a file size limit) ran out while writing; partial files were removed."""
 
 
+class OutputError(VoxError):
+    """A file, directory or stream voxcli must write cannot be written (read-only, not a directory,
+    a directory in the way): the environment's fault, not voxcli's, so one line and exit 1, never
+    "internal error ... report it"."""
+
+
 class LLMError(VoxError):
     """The language model server failed (unreachable, HTTP error, dropped stream)."""
 

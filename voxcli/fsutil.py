@@ -18,12 +18,43 @@ which the reader skips.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Final, Iterator
+
+from voxcli.errors import DiskFullError, OutputError, VoxError
+
+DISK_FULL_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)})
+"""Write failures that mean "no room": the disk, a quota, or a file size limit (ulimit -f)."""
+
+
+def write_error(e: OSError, target: str | os.PathLike[str]) -> VoxError:
+    """The one-line error for an OSError raised while writing `target` (a path, or "stdout").
+
+    Why: a full disk, a read-only directory or a directory in the way is the
+    environment, not a bug; without this mapping the CLI called them "internal
+    error ... report it". A full disk or size limit is a DiskFullError, the rest
+    an OutputError; both exit 1 with the cause and the path.
+    """
+    if e.errno in DISK_FULL_ERRNOS:
+        why = ("a file size limit was reached (ulimit -f)" if e.errno == errno.EFBIG
+               else "no space left on the device")
+        hint = "raise the limit, or write less" if e.errno == errno.EFBIG else "free some space, or write somewhere else"
+        return DiskFullError(f"cannot write {target}: {why}", hint=hint)
+    why = (e.strerror or str(e)).lower()
+    parent = Path(target).parent
+    if e.errno == errno.ENOENT and target != "stdout" and parent.is_dir():
+        why = f"{parent} does not accept new files"  # /proc, /sys: the directory exists, creating fails
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        hint = "choose a writable location"
+    else:
+        hint = None
+    where = f" ({e.filename})" if e.filename and str(e.filename) != str(target) else ""
+    return OutputError(f"cannot write {target}: {why}{where}", hint=hint)
 
 
 def umask() -> int:

@@ -343,3 +343,19 @@ def test_json_into_a_closed_pipe_ends_quietly(turns, real_cache):
     assert all(line.startswith("{") for line in first)
     assert chat.returncode == 0, err
     assert "Traceback" not in err and "Broken pipe" not in err
+
+
+def test_progress_timeout_cuts_off_a_server_that_only_sends_keep_alives(runner, turns):
+    """Issue 18 item 6: after the first tokens the server sends only SSE comments; `--progress-timeout 1` ends
+    the answer after 1 s without new text (before, `chat` had no such flag and waited for first-token-timeout)."""
+    script = Script(replies=["Paris is the capital of France."], stall_after=3, stall_mode="comments")
+    with ChatServer(script) as srv:
+        t0 = time.monotonic()
+        r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--input", str(turns["q1"]),
+                                "--progress-timeout", "1", "--json", "--no-log"])
+    assert r.exit_code == 0, r.stderr
+    evs = events(r.stdout)
+    notice = next(e for e in evs if e["event"] == "notice" and e.get("kind") == "cut_off")
+    assert "no new text for 1 s" in notice["message"]
+    rec = next(e for e in evs if e["event"] == "turn")
+    assert rec["cut_off"] and time.monotonic() - t0 < 30

@@ -185,7 +185,7 @@ def test_a_view_that_prints_finals_itself_keeps_them_off_a_terminal_stdout(speec
 
     import voxcli.cli.views.asr as views
     from voxcli.asr.streamer import open_asr_streamer
-    from voxcli.audio.files import read_audio
+    from voxcli.audio.files import iter_audio
     from voxcli.cli.transcribe import file_chunks, run_stream
 
     class EchoingView:  # any name: what counts is the attribute
@@ -208,12 +208,14 @@ def test_a_view_that_prints_finals_itself_keeps_them_off_a_terminal_stdout(speec
     view, out = EchoingView(), Tty()
     monkeypatch.setattr(views, "caption_view", lambda _tty: view)
     monkeypatch.setattr(sys, "stdout", out)
-    audio, _ = read_audio(speech_samples["beckett"], rate=16000)
+    def audio():  # noqa: ANN202 - file_chunks takes the decoded blocks of a file
+        return iter_audio(speech_samples["beckett"], 16000, block_s=0.1)
+
     stop = threading.Event()
-    run_stream(file_chunks(audio, 0, stop), open_asr_streamer(None, lockstep=True), False, "beckett", stop, quiet=True)
+    run_stream(file_chunks(audio(), 0, stop), open_asr_streamer(None, lockstep=True), False, "beckett", stop, quiet=True)
     assert out.getvalue().count("\n") == 6  # --quiet: stdout is the transcript whatever the view
     view2, out2 = EchoingView(), Tty()
     monkeypatch.setattr(views, "caption_view", lambda _tty: view2)
     monkeypatch.setattr(sys, "stdout", out2)
-    run_stream(file_chunks(audio, 0, stop), open_asr_streamer(None, lockstep=True), False, "beckett", stop)
+    run_stream(file_chunks(audio(), 0, stop), open_asr_streamer(None, lockstep=True), False, "beckett", stop)
     assert len(view2.finals) == 6 and out2.getvalue() == ""  # the view printed them; stdout would repeat them

@@ -21,8 +21,8 @@ from typing import Final, Iterator
 import numpy as np
 
 from voxcli.audio.pcm import MAX_CHANNELS, StreamResampler, check_rate
-from voxcli.errors import UsageError
-from voxcli.fsutil import AtomicTarget
+from voxcli.errors import OutputError, UsageError, VoxError
+from voxcli.fsutil import AtomicTarget, write_error
 
 BLOCK_S: Final = 1.0
 """Seconds of source audio decoded per block by `iter_audio` (the caller may ask for smaller)."""
@@ -149,6 +149,39 @@ def audio_format_for(path: str | os.PathLike[str]) -> tuple[str, str]:
     return _FORMATS[suffix]
 
 
+def check_output_path(path: Path) -> None:
+    """A UsageError (exit 2) for an output path that cannot be a file: a directory, or under a missing/non-directory.
+
+    Why: an existing directory as `-o` reached os.replace and was reported as an internal error.
+    """
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory", hint=f"give a file name, e.g. {path / ('out' + path.suffix)}")
+    if not parent.is_dir():
+        why = f"{parent} is not a directory" if parent.exists() else f"directory {parent} does not exist"
+        raise UsageError(f"{path}: {why}")
+
+
+def _sndfile_write_error(e: Exception, tmp: Path, path: Path) -> VoxError:
+    """libsndfile reports a failed write(2) as "System error." with no errno: find the cause from the outside."""
+    import errno
+
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if soft != resource.RLIM_INFINITY and tmp.stat().st_size >= soft - 65536:
+            return write_error(OSError(errno.EFBIG, os.strerror(errno.EFBIG)), path)
+    except (ImportError, OSError):
+        pass
+    try:
+        if os.statvfs(tmp.parent).f_bavail == 0:
+            return write_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), path)
+    except (AttributeError, OSError):
+        pass
+    return OutputError(f"cannot write {path}: {e}")
+
+
 class AtomicAudioWriter:
     """Stream float32 chunks into an audio file that appears only on success."""
 
@@ -158,21 +191,25 @@ class AtomicAudioWriter:
         self.path = Path(path)
         self.sample_rate = sample_rate
         fmt, subtype = audio_format_for(self.path)
-        parent = self.path.parent if str(self.path.parent) else Path(".")
-        if not parent.is_dir():
-            raise UsageError(f"{self.path}: directory {parent} does not exist")
-        self._target = AtomicTarget(self.path)
+        check_output_path(self.path)
+        try:
+            self._target = AtomicTarget(self.path)
+        except OSError as e:  # a read-only or unwritable directory
+            raise write_error(e, self.path) from None
         try:
             self._file = sf.SoundFile(str(self._target.tmp), "w", samplerate=sample_rate, channels=1, format=fmt, subtype=subtype)
-        except BaseException:
+        except BaseException as e:
             self._target.discard()
-            raise
+            raise self._cause(e) from None
         self.frames = 0
 
     def write(self, chunk: np.ndarray) -> None:
         a = np.clip(np.asarray(chunk, dtype=np.float32), -1.0, 1.0)
         if a.size:
-            self._file.write(a)
+            try:
+                self._file.write(a)
+            except BaseException as e:
+                raise self._cause(e) from None
             self.frames += a.size
 
     def commit(self) -> Path:
@@ -180,19 +217,35 @@ class AtomicAudioWriter:
         if not self._target.done:
             try:
                 self._file.close()
-            except BaseException:
+                self._target.commit()
+            except BaseException as e:
                 self._target.discard()
-                raise
-            self._target.commit()
+                raise self._cause(e) from None
         return self.path
 
     def abort(self) -> None:
-        """Close and delete the temp file; the destination is untouched."""
+        """Close and delete the temp file; the destination is untouched.
+
+        A close that fails (the disk that stopped the write is still full) is
+        ignored: the file is discarded anyway, and the first error is the one to report.
+        """
         if not self._target.done:
             try:
                 self._file.close()
+            except Exception:  # noqa: BLE001 - see the docstring
+                pass
             finally:
                 self._target.discard()
+
+    def _cause(self, e: BaseException) -> BaseException:
+        """An OSError or libsndfile error while writing, as the one-line VoxError it deserves (else `e`)."""
+        import soundfile as sf
+
+        if isinstance(e, OSError):
+            return write_error(e, self.path)
+        if isinstance(e, sf.LibsndfileError):
+            return _sndfile_write_error(e, self._target.tmp, self.path)
+        return e
 
     def __enter__(self) -> "AtomicAudioWriter":
         return self

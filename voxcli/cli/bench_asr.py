@@ -76,7 +76,7 @@ def bench_asr(
 ) -> None:
     """Streaming ASR quality and latency on reference recordings (the `voxcli bench asr` command)."""
     from voxcli.asr.streamer import load_asr
-    from voxcli.audio.files import read_audio
+    from voxcli.audio.files import audio_info, read_audio
     from voxcli.audio.pcm import sanitize
     from voxcli.bench.asr import BenchConfig, run_bench
     from voxcli.cli.views.bench import asr_file_line, show_asr
@@ -88,7 +88,10 @@ def bench_asr(
     cfg = command_config()
     model = resolve("asr.model", model, config=cfg)
     endpoint = int(resolve("asr.endpoint_ms", endpoint_ms, config=cfg))
-    items = [(f, sanitize(read_audio(f, rate=16000)[0])[0], _reference(r)) for f, r in zip(files, refs)]
+    texts = [_reference(r) for r in refs]
+    for f in files:  # every header checked before the model loads; the audio is decoded one file at a time
+        audio_info(f)
+    items = ((f, sanitize(read_audio(f, rate=16000)[0])[0], t) for f, t in zip(files, texts))
     asr, vad = load_asr(model, offline=STATE.offline or None)
     config = BenchConfig(speed=speed, step_ms=step_ms, agreement=agreement, endpoint_ms=endpoint)
 

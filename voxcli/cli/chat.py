@@ -122,8 +122,9 @@ def chat(
     input_: Annotated[Optional[list[str]], typer.Option("--input", "-i", metavar="FILE[@T]", help="Speak this file instead of the mic (repeatable); FILE@T starts T s into the previous reply.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", show_default=False, help="With --input: write what the assistant said (as heard) to this WAV/FLAC.")] = None,
     voice: VoiceOpt = None,
-    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, show_default=False, help="Cap on the reply length in tokens (default: 256).")] = None,
+    max_tokens: Annotated[Optional[int], typer.Option("--max-tokens", min=1, show_default=False, help="Cap on the reply length in tokens (default: 256 on-device; for a server, the server's own limit, and voxcli stops reading at 4096). Without a usage count from the server, tokens are counted as characters / 4.")] = None,
     first_token_timeout: Annotated[float, typer.Option("--first-token-timeout", min=0.1, help="Seconds to wait for the LLM's first token.")] = 60.0,
+    progress_timeout: Annotated[float, typer.Option("--progress-timeout", min=0.1, help="After the first token: seconds without new text before the answer is cut off (keep-alive bytes do not count).")] = 20.0,  # = voxcli.llm.openai_compat.LLMTimeouts().progress (not imported: httpx at startup)
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     no_log: Annotated[bool, flag("--no-log", help="Do not append turns to the turn log.")] = False,
@@ -135,8 +136,10 @@ def chat(
         raise UsageError("give either --llm or --llm-url, not both")
     if output is not None and not input_:
         raise UsageError("--output needs --input (with the microphone, replies go to the speaker)")
-    if output is not None and not output.parent.exists():
-        raise UsageError(f"--output {output}: directory {output.parent} does not exist")
+    if output is not None:
+        from voxcli.audio.files import check_output_path
+
+        check_output_path(output)  # a directory in the way, or no directory, fails before four models load
     settings = chat_settings(llm_url=llm_url or llm, llm_model=llm_model, system=system, voice=voice, model=model,
                              endpoint_ms=endpoint_ms, barge_in_ms=barge_in_ms, device=device)
     inputs = _read_inputs(input_ or [])
@@ -146,21 +149,21 @@ def chat(
         with device_hint("chat"):
             list_devices()  # no PortAudio: say so before loading four models
     _run(settings, api_key_env=api_key_env, half_duplex=half_duplex, inputs=inputs, output=output,
-         max_tokens=max_tokens, first_token_timeout=first_token_timeout, json_lines=json_out, quiet=quiet,
-         log_turns=not no_log)
+         max_tokens=max_tokens, first_token_timeout=first_token_timeout, progress_timeout=progress_timeout,
+         json_lines=json_out, quiet=quiet, log_turns=not no_log)
 
 
 def _read_inputs(specs: list[str]) -> list[tuple[Any, Any]]:
-    from voxcli.audio.files import read_audio
+    """Parse and check every --input's header now (before four models load); the audio is decoded per turn."""
+    from voxcli.audio.files import audio_info
     from voxcli.chat.scripted_mic import ScriptedInput
 
     out = []
     for spec in specs:
         item = ScriptedInput.parse(spec)
-        audio, _ = read_audio(item.path, 16000)
-        if audio.size == 0:
+        if audio_info(item.path).frames == 0:
             raise UsageError(f"--input {item.path}: no audio")
-        out.append((item, audio))
+        out.append((item, item.path))
     return out
 
 
@@ -180,8 +183,8 @@ def _open_devices(settings: ChatSettings, rate: int) -> tuple[Any, Any]:
 
 
 def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, inputs: list[tuple[Any, Any]],
-         output: Path | None, max_tokens: int | None, first_token_timeout: float, json_lines: bool, quiet: bool,
-         log_turns: bool) -> None:
+         output: Path | None, max_tokens: int | None, first_token_timeout: float, progress_timeout: float,
+         json_lines: bool, quiet: bool, log_turns: bool) -> None:
     from voxcli.audio.virtual import VirtualSpeaker
     from voxcli.chat.agent import Agent, AgentConfig
     from voxcli.chat.models import open_chat_models
@@ -189,7 +192,8 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
 
     models = open_chat_models(
         url=settings.url, llm_model=settings.llm_model, api_key_env=api_key_env, max_tokens=max_tokens,
-        first_token_timeout=first_token_timeout, voice=settings.voice, asr_model=settings.asr_model,
+        first_token_timeout=first_token_timeout, progress_timeout=progress_timeout,
+        voice=settings.voice, asr_model=settings.asr_model,
         endpoint_ms=settings.endpoint_ms, offline=STATE.offline or None,
     )
     b = models.budget

@@ -12,6 +12,7 @@ KeyboardInterrupt, in the main thread, so every `except KeyboardInterrupt` /
 """
 from __future__ import annotations
 
+import errno
 import functools
 from contextlib import contextmanager
 import logging
@@ -24,7 +25,8 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import typer
 
-from voxcli.errors import DeviceUnavailableError, ExitCode, VoxError
+from voxcli.errors import (DeviceUnavailableError, ExitCode, IntegrityError, ModelNotFoundError, OutputError,
+                           VoxError)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -166,10 +168,76 @@ def guarded(fn: F) -> F:
                 raise _interrupted_exit(interrupt_exit_code(e)) from None
             if STATE.debug:
                 traceback.print_exc()
+            if (known := environment_error(e)) is not None:
+                report_error(known.message, known.hint)
+                raise typer.Exit(int(known.exit_code)) from None
             report_error(f"internal error: {type(e).__name__}: {e}", "run with --debug for a traceback and report it")
             raise typer.Exit(int(ExitCode.ERROR)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+_ENVIRONMENT_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EACCES,
+                                  errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENOENT,
+                                  errno.ENAMETOOLONG, errno.ELOOP})
+_DAMAGED_MODEL = frozenset({"DecodeError", "InvalidProtobuf", "InvalidGraph", "NoSuchFile"})
+"""Class names of the protobuf / onnxruntime errors a truncated or corrupt model file raises on load."""
+_LOAD_FAILURES = ("model verification failed", "Load model from", "Protobuf parsing failed")
+"""onnxruntime's generic `Fail` with these words happened while loading a model file (not while running it)."""
+
+
+def _under(name: object, root: os.PathLike[str] | str) -> bool:
+    try:
+        return os.path.commonpath([os.path.abspath(str(name)), os.path.abspath(root)]) == os.path.abspath(root)
+    except ValueError:
+        return False
+
+
+def environment_error(e: BaseException) -> VoxError | None:
+    """The one-line error for a failure of the machine, not of voxcli, that nobody mapped where it arose.
+
+    Why: a cache under a read-only or missing directory, stdout on a full disk, a model file that
+    vanished or rotted was reported as "internal error ... report it" (exit 1), which sends people
+    to the bug tracker for their own disk. The cache and data directories get a hint naming the
+    variable that moves them; a damaged model (protobuf/onnxruntime load errors) is exit 4.
+    """
+    kind = type(e)
+    load_failure = kind.__name__ == "Fail" and any(m in str(e) for m in _LOAD_FAILURES)
+    if ((kind.__name__ in _DAMAGED_MODEL or load_failure)
+            and kind.__module__.split(".")[0] in ("onnxruntime", "google", "onnx")):
+        first = str(e).strip().splitlines()[0][:200] if str(e).strip() else kind.__name__
+        hint = "`voxcli doctor` finds it; reinstall the model with `voxcli pull --force NAME`"
+        if kind.__name__ == "NoSuchFile":
+            return ModelNotFoundError(f"a model file disappeared while loading ({first})", hint=hint)
+        return IntegrityError(f"a model file is damaged and cannot be loaded ({first})", hint=hint)
+    if not isinstance(e, OSError) or e.errno not in _ENVIRONMENT_ERRNOS:
+        return None
+    from voxcli import paths
+    from voxcli.config import ENV_DATA_DIR, data_dir
+    from voxcli.fsutil import write_error
+
+    why = (e.strerror or str(e)).lower()
+    for root, var, what in ((paths.cache_dir(), "VOXCLI_CACHE_DIR", "model cache"),
+                            (data_dir(), ENV_DATA_DIR, "data directory")):
+        if e.filename is not None and (_under(e.filename, root) or _under(root, e.filename)):
+            return OutputError(f"the {what} {root} is not usable: {why} ({e.filename})",
+                               hint=f"make it writable, or set {var} to a writable directory")
+    if e.filename is None:
+        return write_error(e, "stdout" if e.errno in (errno.ENOSPC, errno.EFBIG) else "the output")
+    return OutputError(f"{e.filename}: {why}")
+
+
+@contextmanager
+def writing_stdout() -> Iterator[None]:
+    """Map a failed write to stdout (`> /dev/full`, a full disk) to one line and exit 1; a closed pipe stays quiet."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        from voxcli.fsutil import write_error
+
+        raise write_error(e, "stdout") from None
 
 
 DEVICE_HINTS: dict[str, str] = {

@@ -19,10 +19,11 @@ from typing import Annotated, Any, Iterator, Optional
 import numpy as np
 import typer
 
-from voxcli.cli.errors import STATE, device_hint, guarded
+from voxcli.cli.errors import STATE, device_hint, guarded, writing_stdout
 from voxcli.cli.options import (JsonOpt, OfflineOpt, OutputDeviceOpt, OutputFileOpt,
                                 QuietOpt, VerboseOpt, VoiceOpt, command_config, flag)
 from voxcli.cli.views.tts import chunk_view, summary_line
+from voxcli.audio.pcm import check_rate
 from voxcli.errors import UsageError
 from voxcli.events import AudioChunk, StreamStats
 
@@ -99,8 +100,9 @@ class _Outputs:
 
             data = encode_pcm(self._raw_rs.process(audio, last=last), self.fmt)
             if data:
-                self.raw.write(data)
-                self.raw.flush()
+                with writing_stdout():  # `--raw > /dev/full`: one line and exit 1
+                    self.raw.write(data)
+                    self.raw.flush()
         if self.writer is not None and self._file_rs is not None:
             out = self._file_rs.process(audio, last=last)
             if out.size:
@@ -140,9 +142,10 @@ def _no_stream(voice: Any, text: str) -> list[AudioChunk]:
 
 
 def _feed_stdin(streamer: Any, errors: list[BaseException]) -> None:
+    """Send stdin to the streamer; `send` blocks while enough text waits, so endless input stays flat in memory."""
     try:
         for piece in _stdin_pieces():
-            streamer.send(piece)
+            streamer.send(piece, block=True)
     except BaseException as e:  # noqa: BLE001 - re-raised by the main thread
         errors.append(e)
     finally:
@@ -153,10 +156,14 @@ def _check_args(text: str | None, output: Path | None, fmt: str, rate: int | Non
     """Validate the arguments before any model loads; True when the text comes from stdin."""
     if fmt not in FORMATS:
         raise UsageError(f"unknown --format {fmt!r} (choose s16le or f32le)")
-    if rate is not None and not 1000 <= rate <= 384000:
-        raise UsageError(f"--rate {rate} is out of range (1000..384000 Hz)")
-    if output is not None and output.suffix.lower() not in (".wav", ".flac"):
-        raise UsageError(f"cannot write {output}: use a .wav or .flac file name")
+    if rate is not None:
+        check_rate(rate, "--rate")
+    if output is not None:
+        from voxcli.audio.files import check_output_path
+
+        if output.suffix.lower() not in (".wav", ".flac"):
+            raise UsageError(f"cannot write {output}: use a .wav or .flac file name")
+        check_output_path(output)  # a directory in the way fails now, not after the voice loaded
     from_stdin = text == "-" or (text is None and not sys.stdin.isatty())
     if text is None and not from_stdin:
         raise UsageError("no text to speak", hint='voxcli speak "Hello." or: echo Hello. | voxcli speak -')
@@ -218,7 +225,8 @@ def speak(
         last: AudioChunk | None = None
         for chunk in chunks:
             if json_out:
-                print(chunk.to_json(), file=json_stream, flush=True)
+                with writing_stdout():
+                    print(chunk.to_json(), file=json_stream, flush=True)
             if chunk.kind != "audio":
                 last = chunk
                 break

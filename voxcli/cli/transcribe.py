@@ -13,14 +13,15 @@ import os
 import sys
 import threading
 import time
-from typing import Annotated, Callable, Iterator, Optional
+from typing import Annotated, Callable, Iterable, Iterator, Optional
 
 import numpy as np
 import typer
 
-from voxcli.cli.errors import STATE, device_hint, err, guarded
+from voxcli.cli.errors import STATE, device_hint, err, guarded, writing_stdout
 from voxcli.cli.options import (AgreementOpt, EndpointMsOpt, InputDeviceOpt, JsonOpt, ModelOpt, OfflineOpt,
                                 QuietOpt, SpeedOpt, StepMsOpt, VerboseOpt, command_config, flag)
+from voxcli.audio.pcm import MAX_RATE, MIN_RATE
 from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
 from voxcli.errors import UsageError
 
@@ -66,18 +67,20 @@ class _NonFiniteWarner:
         return clean
 
 
-def file_chunks(audio: np.ndarray, speed: float, stop: threading.Event) -> Iterator[np.ndarray]:
-    """100 ms chunks of a file, paced at `speed` x real time (0: as fast as consumed)."""
-    n = int(CHUNK_S * SR)
-    t0 = time.monotonic()
-    for i in range(0, audio.size, n):
+def file_chunks(blocks: Iterable[np.ndarray], speed: float, stop: threading.Event) -> Iterator[np.ndarray]:
+    """Blocks of a file as decoded, paced at `speed` x real time (0: as fast as consumed).
+
+    Pacing counts the samples already sent, so blocks of any size keep real time and
+    only one block of the file is in memory at a time.
+    """
+    t0, sent = time.monotonic(), 0
+    for b in blocks:
         if stop.is_set():
             return
-        if speed > 0:
-            delay = t0 + i / SR / speed - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        yield audio[i : i + n]
+        if speed > 0 and (delay := t0 + sent / SR / speed - time.monotonic()) > 0:
+            time.sleep(delay)
+        yield b
+        sent += b.size
 
 
 def stdin_chunks(rate: int, fmt: str, stop: threading.Event, clean: Callable[[np.ndarray], np.ndarray]) -> Iterator[np.ndarray]:
@@ -139,30 +142,38 @@ def _limit(chunks: Iterator[np.ndarray], seconds: Optional[float]) -> Iterator[n
 
 
 def _emit_line(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+    with writing_stdout():  # `> /dev/full`: one line and exit 1, not an internal error
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
 
 
 def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: float, quiet: bool = False) -> None:
-    from voxcli.audio.files import read_audio
+    from voxcli.audio.files import iter_audio
     from voxcli.asr.streamer import load_asr
-    from voxcli.asr.batch import transcribe_audio
+    from voxcli.asr.batch import transcribe_blocks
     from voxcli.asr.endpointer import VADConfig
     from voxcli.events import Caption
 
-    audio, _ = read_audio(path, rate=SR)
-    audio = _NonFiniteWarner()(audio)
+    blocks = iter_audio(path, SR)  # the header is checked here: a lying one fails before the model loads
+    clean, seen = _NonFiniteWarner(), [0]
+
+    def counted() -> Iterator[np.ndarray]:
+        """Decoded blocks, sanitized and counted (memory stays flat in file length)."""
+        for b in blocks:
+            seen[0] += b.size
+            yield clean(b)
+
     asr, vad = load_asr(model, offline=STATE.offline)
     t0 = time.monotonic()
     count = 0
-    for i, u in enumerate(transcribe_audio(asr, vad, audio, VADConfig(endpoint_ms=int(endpoint_ms)))):
+    for i, u in enumerate(transcribe_blocks(asr, vad, counted(), VADConfig(endpoint_ms=int(endpoint_ms)))):
         count += 1
         if json_out:
             _emit_line(Caption(u.text, "", True, u.end, time.monotonic() - t0, i).to_json())
         else:
             _emit_line(u.text)
     total = time.monotonic() - t0
-    audio_s = audio.size / SR
+    audio_s = seen[0] / SR
     if json_out:
         import json
 
@@ -174,7 +185,14 @@ def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: fl
 
 
 def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: str,
-               stop: threading.Event, on_close: Callable[[], None] | None = None, quiet: bool = False) -> None:
+               stop: threading.Event, on_close: Callable[[], None] | None = None, quiet: bool = False,
+               *, drop_behind: bool = False) -> None:
+    """Feed `chunks` to the streamer on a thread and show its captions.
+
+    A pipe or a file is sent with back-pressure (`send` waits for the worker, nothing is
+    lost, memory stays bounded); the microphone (`drop_behind`) cannot wait, so audio the
+    worker falls too far behind on is dropped, counted, and reported in the summary.
+    """
     from voxcli.cli.views.asr import NullCaptionView, StreamStatus, caption_view
 
     failure: list[BaseException] = []
@@ -182,7 +200,7 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
     def feed() -> None:
         try:
             for c in chunks:
-                streamer.send(c)
+                streamer.send(c, block=not drop_behind)
         except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
             failure.append(e)
             streamer.cancel()
@@ -198,7 +216,7 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
         for cap in streamer.captions:
             last = cap
             st = streamer.stats
-            view.update(cap, StreamStatus(st.audio_s, st.rtf, streamer.pending_s, source))
+            view.update(cap, StreamStatus(st.audio_s, st.rtf, streamer.pending_s, source, st.dropped_s))
             if json_out:
                 _emit_line(cap.to_json())
             elif cap.is_final and cap.stable and to_stdout:
@@ -225,7 +243,8 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
     st = streamer.stats
     if not quiet:
         err(f"{st.utterances} utterance(s), {st.audio_s:.1f} s of audio; worker RTF {st.rtf:.2f}, "
-            f"max lag {st.max_lag_s:.1f} s, {st.skipped} re-decode(s) skipped")
+            f"max lag {st.max_lag_s:.1f} s, {st.skipped} re-decode(s) skipped"
+            + (f", {st.dropped_s:.1f} s of audio dropped (the worker fell behind)" if st.dropped_s else ""))
 
 
 def _open_source(file: Optional[str], use_stdin: bool, live_args: tuple[int, str, float, Optional[str]],
@@ -236,10 +255,10 @@ def _open_source(file: Optional[str], use_stdin: bool, live_args: tuple[int, str
     if use_stdin:
         return stdin_chunks(rate, fmt, stop, clean), "stdin", False, None
     if file is not None:
-        from voxcli.audio.files import read_audio
+        from voxcli.audio.files import iter_audio
 
-        audio = clean(read_audio(file, rate=SR)[0])
-        return file_chunks(audio, speed, stop), os.path.basename(file), speed == 0, None
+        blocks = iter_audio(file, SR, block_s=CHUNK_S)  # header checked here, before the model or the mic
+        return file_chunks((clean(b) for b in blocks), speed, stop), os.path.basename(file), speed == 0, None
     with device_hint("transcribe"):
         chunks, on_close, source = mic_chunks(device, stop)
     return chunks, source, False, on_close
@@ -255,7 +274,7 @@ def transcribe(
     duration: Annotated[Optional[float], typer.Option("--duration", min=0.1, help="Stop after this many seconds of audio (streaming input).", show_default=False)] = None,
     step_ms: StepMsOpt = DEFAULT_STEP_MS,
     agreement: AgreementOpt = DEFAULT_AGREEMENT,
-    rate: Annotated[int, typer.Option("--rate", min=1000, max=384000, help="Sample rate of stdin PCM.")] = SR,
+    rate: Annotated[int, typer.Option("--rate", min=MIN_RATE, max=MAX_RATE, help="Sample rate of stdin PCM.")] = SR,
     device: InputDeviceOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="Stdin PCM format: s16le or f32le.")] = "s16le",
     json_out: JsonOpt = False,
@@ -291,7 +310,8 @@ def transcribe(
     if on_close is not None and not quiet:  # the microphone: tell the person we are listening
         err(f"listening on {source} (Ctrl-C to stop)")
     with device_hint("transcribe"):
-        run_stream(_limit(chunks, duration), streamer, json_out, source, stop, on_close, quiet)
+        run_stream(_limit(chunks, duration), streamer, json_out, source, stop, on_close, quiet,
+                   drop_behind=file is None and not use_stdin)
 
 
 def register(app: typer.Typer) -> None:

@@ -24,6 +24,8 @@ class StreamStatus:
     rtf: float
     lag_s: float
     source: str = ""
+    dropped_s: float = 0.0
+    """Live audio dropped because the worker fell behind (shown only when > 0: the drop-behind policy is visible)."""
 
 
 class CaptionView(Protocol):
@@ -102,6 +104,7 @@ class RichCaptionView:
                 line.append((" " if self._cap.stable else "") + self._cap.volatile, style="grey50")
         s = self._status
         status = Text(f"{s.audio_s:7.1f} s audio  ·  worker RTF {s.rtf:.2f}  ·  lag {s.lag_s:.1f} s"
+                      + (f"  ·  {s.dropped_s:.1f} s dropped" if s.dropped_s else "")
                       + (f"  ·  {s.source}" if s.source else ""), style="dim")
         return Group(line if line.plain else Text("…", style="grey50"), status)
 
