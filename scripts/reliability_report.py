@@ -6,7 +6,7 @@
     python scripts/reliability_report.py /tmp/reliability.xml        # writes tests/RELIABILITY.md
     python scripts/reliability_report.py --run                        # runs that pytest itself first
 
-Each row of the table is one fault of issue 9, matched to the test cases
+Each row of the table is one fault of issues 9 and 18, matched to the test cases
 that exercise it by (file, name pattern); the row holds when every matched
 case passed, fails when any failed, and says "not run" when none ran (so a
 renamed or deleted test shows up instead of silently reading as "held").
@@ -26,7 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "RELIABILITY.md"
 TEST_PATHS = ["tests/reliability", "tests/hub/test_pull.py", "tests/llm/test_openai_compat.py",
-              "tests/tts/test_text_chunker.py", "tests/tts/test_tts_streamer.py", "tests/cli/test_speak.py"]
+              "tests/tts/test_text_chunker.py", "tests/tts/test_tts_streamer.py", "tests/cli/test_speak.py",
+              # issue 18
+              "tests/hub/test_resume.py", "tests/hub/test_cache_corners.py", "tests/runtimes/test_derived.py",
+              "tests/asr/test_backpressure.py", "tests/tts/test_tts_backpressure.py",
+              "tests/chat/test_agent_llm_faults.py", "tests/cli/test_environment_errors.py",
+              "tests/cli/test_memory.py"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,32 @@ ROWS = [
     Row("LLM endpoint", "an endless reply without max_tokens stops at the client's cap (4096 tokens)", "test_llm_faults", r"without_max_tokens_an_endless"),
     Row("LLM endpoint", "one 900 KB delta (with and without max_tokens): capped, counted as characters / 4, answer ends there", "test_llm_faults", r"one_giant_delta"),
     Row("Secrets", "API key echoed into the answer (split across deltas, or in one delta): masked before any consumer sees it", "test_secrets", r"echoed_into_the_answer"),
+    Row("Memory", "`transcribe FILE` and `transcribe FILE --live --speed 0`: 3 min at 192 kHz peaks within 30 MB of 10 s (old: whole-file decode, ~+140 MB)", "test_memory", r"memory_is_flat_in_file_length"),
+    Row("Environment", "an existing directory as `-o`, or `-o` under a regular file: exit 2 before the voice loads", "test_environment_errors", r"existing_directory_as_output|under_a_regular_file"),
+    Row("Environment", "an output directory that refuses new files (/sys, even to root): one line, exit 1", "test_environment_errors", r"unwritable_output_directory"),
+    Row("Environment", "stdout on /dev/full (speak --raw/--json, transcribe, transcribe --live --json): one line, exit 1, no partial -o file", "test_environment_errors", r"stdout_on_dev_full"),
+    Row("Environment", "file size limit (RLIMIT_FSIZE) while writing the WAV: one line naming the limit, exit 1, no partial file", "test_environment_errors", r"file_size_limit_while_writing"),
+    Row("Environment", "model cache under a file, under a missing /proc dir, or in /sys: names the cache and VOXCLI_CACHE_DIR, exit 1", "test_environment_errors", r"unusable_cache"),
+    Row("Environment", "voice .onnx rotted with size and mtime unchanged: exit 4 naming the file; a corrupt ASR model: exit 4", "test_environment_errors", r"corrupt_voice_onnx|corrupt_asr_model"),
+    Row("Environment", "voice file removed while it is being loaded: exit 3 naming the file", "test_environment_errors", r"removed_during_load"),
+    Row("Config", "unknown config keys: `speak` and `transcribe` warn once each (as `chat` does)", "test_environment_errors", r"unknown_config_keys_warn_once"),
+    Row("Config", "`config set` into a directory that refuses new files: names the config file, exit 1", "test_environment_errors", r"config_set_into_an_unwritable"),
+    Row("Downloads", "file changed on the server between cut and resume (ETag / Last-Modified, If-Range honoured or ignored): one version installed, never a splice", "test_resume", r"file_changed_between_cut"),
+    Row("Downloads", "resume without validator or hash starts over; a 206 at another offset is not appended", "test_resume", r"without_validator|starts_elsewhere"),
+    Row("Downloads", "partial of an earlier run not resumed into a new version; a shrunk file's 416 is not 'complete'", "test_resume", r"earlier_run|longer_than_the_new"),
+    Row("Downloads", "redirect loop / undecodable body as first catalog source: the next source installs it", "test_cache_corners", r"redirect_loop_or_undecodable"),
+    Row("Downloads", "kill -9 leftovers listed by doctor and removed by rm --partials; a live pull's are kept", "test_cache_corners", r"leftovers_of_a_killed_pull"),
+    Row("Downloads", "same URL pulled twice: already installed, exit 0", "test_cache_corners", r"same_url_twice"),
+    Row("Archives", "an archive holding manifest.json: exit 2, nothing installed or listed", "test_cache_corners", r"manifest_json"),
+    Row("Archives", "30k-member tar.gz extracts in linear time (< 30 s)", "test_archives", r"extraction_is_linear"),
+    Row("Cache", "a flipped byte in a recorded derived file: check_derived and doctor report it, --fix removes it", "test_cache_corners", r"derived"),
+    Row("Cache", "flipped byte in the split Piper decoder / the built LLM weights / tampered LLM info JSON / unrecorded legacy files: rebuilt, same audio and logits", "test_derived", r"."),
+    Row("Memory", "12 min of audio sent to the streaming ASR faster than real time: send() waits, pending <= 10 s", "test_backpressure", r"unpaced_input_is_consumed"),
+    Row("Memory", "blocking send of unpaced audio loses nothing (same words as paced)", "test_backpressure", r"loses_nothing"),
+    Row("Memory", "live input the worker cannot keep up with: the oldest audio is dropped and counted (dropped_s)", "test_backpressure", r"drops_the_oldest"),
+    Row("Memory", "10 min recording transcribed offline in blocks: only the utterance in progress is held", "test_backpressure", r"offline_blocks_keep_memory_flat|blocks_give_the_whole_array"),
+    Row("Memory", "5 MB of text piped into the TTS streamer: the sender waits, memory flat, everything spoken", "test_tts_backpressure", r"."),
+    Row("LLM endpoint", "chat agent: a stalled server ends the turn with a spoken cut-off notice; a key echoed in the answer is masked in history, events and turns.jsonl", "test_agent_llm_faults", r"stalled_server|key_echoed"),
 ]
 
 
@@ -131,7 +162,7 @@ def render(cases: list[Case], source: str) -> str:
         "# Reliability: what was tried and what held",
         "",
         "Generated by `scripts/reliability_report.py` from a pytest run "
-        f"({source}); do not edit by hand. Every row is one fault of issue 9, run",
+        f"({source}); do not edit by hand. Every row is one fault of issues 9 and 18, run",
         "for real (loopback servers, real subprocesses and signals, the real models);",
         "a row holds when every test case matching it passed.",
         "",
