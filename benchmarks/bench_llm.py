@@ -32,6 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+# The numpy reference model lives with the tests (it is not part of the package).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 PROMPT_TOKENS = 60
 DECODE_TOKENS = 64
 
