@@ -108,3 +108,33 @@ def test_input_specs():
     assert ScriptedInput.parse("x@y.wav").offset_s is None
     with pytest.raises(UsageError):
         ScriptedInput.parse("a.wav@-1")
+
+
+def test_virtual_speaker_sink_gets_exactly_the_timeline_and_forgets_what_played():
+    """chat -o writes replies as they are heard: the sink's stream equals timeline(), and memory stays bounded."""
+    def run(sink):
+        sp = VirtualSpeaker(1000, max_ahead_s=0.2, sink=sink)
+        sp.write(np.ones(100, np.float32))
+        sp.write(np.full(100, 2, np.float32))
+        time.sleep(0.35)  # a silence between replies
+        sp.write(np.full(100, 3, np.float32))
+        sp.write(np.full(300, 4, np.float32))
+        time.sleep(0.1)
+        played = sp.stop()  # barge-in: the rest of 3 and all of 4 unheard
+        sp.write(np.full(50, 5, np.float32))
+        sp.drain(1.0)
+        return sp, played
+
+    out: list[np.ndarray] = []
+    sp, played = run(out.append)
+    sp.flush()
+    streamed = np.concatenate(out)
+    assert sp._segments == []  # everything played was handed over and forgotten
+    assert sp.played_samples() == played + 50
+    ref, _ = run(None)
+    whole = ref.timeline()
+    # same content: the values heard, in order, with the silence between (timings differ by a few ms)
+    for v in (1.0, 2.0, 5.0):
+        assert (streamed == v).sum() == (whole == v).sum()
+    assert 4.0 not in streamed and 0.0 in streamed[200:]
+    assert abs(streamed.size - whole.size) <= 30

@@ -9,7 +9,11 @@ models a device with a bounded queue: audio written to it plays back-to-back
 from when it was written (a gap if the writer is late: an underrun), `write`
 blocks while more than `max_ahead_s` is queued (like a full device buffer),
 and `stop()` drops everything not yet played at once. It records the timeline
-of what was played, so the CLI can write it to a file.
+of what was played, so the CLI can write it to a file: either all at the end
+(`timeline()`, for short sessions and tests) or, with a `sink`, as it plays
+(`flush()`), holding no more than the queued `max_ahead_s` of audio however
+long the session -- `chat --input` of ten hours must not build a ten-hour
+array.
 
 Algorithm: each write is a segment (start time, samples); the play head at
 time t is the sum over segments of clamp((t - start) * rate, 0, len).
@@ -44,11 +48,15 @@ class VirtualSpeaker:
         max_ahead_s: float = 0.4,
         clock: Callable[[], float] = time.perf_counter,
         keep: bool = True,
+        sink: Callable[[np.ndarray], None] | None = None,
     ) -> None:
         self.sample_rate = sample_rate
         self.max_ahead_s = max_ahead_s
         self.clock = clock
-        self.keep = keep
+        self.keep = keep or sink is not None
+        self._sink = sink
+        self._out = 0  # timeline samples already handed to the sink
+        self._dropped = 0  # played samples of segments flushed and forgotten
         self._segments: list[_Segment] = []
         self._cond = threading.Condition()
         self._play_end = 0.0  # wall time when the queued audio finishes playing
@@ -77,6 +85,7 @@ class VirtualSpeaker:
             if self._closed or epoch != self._epoch:
                 return None
             now = self.clock()
+            self._flush_locked(now)
             if self._play_end and now > self._play_end and self._written:
                 self.underrun_s += now - self._play_end
             start = max(now, self._play_end)
@@ -127,6 +136,7 @@ class VirtualSpeaker:
                     seg.n = heard
                     kept.append(seg)
             self._segments = kept
+            self._flush_locked(now)
             self._written = played
             self._play_end = min(self._play_end, now)
             self._epoch += 1
@@ -143,6 +153,7 @@ class VirtualSpeaker:
     def timeline(self, until: float | None = None) -> np.ndarray:
         """What was heard, placed at the times it played (silence between), from the first sample.
 
+        Only for a speaker without a `sink` (with one, `flush()` has handed it over already).
         `until` (a clock time) cuts audio that had not played by then; default now.
         """
         with self._cond:
@@ -164,8 +175,40 @@ class VirtualSpeaker:
                 out[at : at + a.size] = a
             return out
 
+    def flush(self, until: float | None = None) -> None:
+        """Hand the sink everything heard up to `until` (default now), silences between included."""
+        with self._cond:
+            self._flush_locked(self.clock() if until is None else until)
+
+    def _flush_locked(self, until: float) -> None:
+        """Emit the played part of the timeline to the sink; forget segments played in full.
+
+        Segments play one after another (a write starts at max(now, end of the
+        queue)), so the timeline only grows at its end and what was emitted is final.
+        """
+        if (self._sink is None and self.keep) or not self._segments or self.t_first is None:
+            return  # timeline() mode keeps every segment; nothing written yet
+        keep: list[_Segment] = []
+        for seg in self._segments:
+            at = int(round((seg.t_start - self.t_first) * self.sample_rate))
+            heard = int(min(max((until - seg.t_start) * self.sample_rate, 0), seg.audio.size))
+            if heard > 0 and self._sink is not None:
+                while self._out < at:  # the silence before this segment, a second at a time
+                    gap = min(at - self._out, self.sample_rate)
+                    self._sink(np.zeros(gap, dtype=np.float32))
+                    self._out += gap
+                done = max(self._out - at, 0)
+                if heard > done:
+                    self._sink(seg.audio[done:heard])
+                    self._out = at + heard
+            if heard >= seg.audio.size and until >= seg.t_start + seg.n / self.sample_rate:
+                self._dropped += seg.n  # played in full and written: only its length matters now
+            else:
+                keep.append(seg)
+        self._segments = keep
+
     def _played_at(self, t: float) -> int:
-        total = 0
+        total = self._dropped
         for seg in self._segments:
             total += int(min(max((t - seg.t_start) * self.sample_rate, 0), seg.n))
         return total

@@ -199,29 +199,40 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
     b = models.budget
     log.info("threads per model: TTS %d, ASR %d, VAD %d, LLM %d", b.tts, b.asr, b.vad, b.llm)
     client, rate = models.llm, models.voice.sample_rate
-    mic = None
+    mic = writer = None
     if inputs:
-        speaker: Any = VirtualSpeaker(rate, keep=output is not None)
+        # With -o the replies are written as they are heard (silences included), never held whole.
+        writer = _writer(output, rate) if output is not None else None
+        speaker: Any = VirtualSpeaker(rate, keep=False, sink=writer.write if writer is not None else None)
     else:
         mic, speaker = _open_devices(settings, rate)
     view = chat_view(json_lines=json_lines, quiet=quiet)
-    agent = Agent(
-        client, models.asr, models.vad, models.voice.open_stream, speaker,
-        AgentConfig(system=settings.system, barge_in_ms=settings.barge_in_ms, half_duplex=half_duplex,
-                    endpoint_ms=settings.endpoint_ms, log_turns=log_turns),
-        on_event=view,
-    )
+    try:
+        agent = Agent(
+            client, models.asr, models.vad, models.voice.open_stream, speaker,
+            AgentConfig(system=settings.system, barge_in_ms=settings.barge_in_ms, half_duplex=half_duplex,
+                        endpoint_ms=settings.endpoint_ms, log_turns=log_turns),
+            on_event=view,
+        )
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
     if not quiet:
         err(f"voxcli: chat with {getattr(client, 'name', 'the on-device model')}"
             + ("" if inputs else " — speak; Ctrl-C to end"))
     try:
         agent.start()
         _converse(agent, mic, inputs)
-        if output is not None:
-            _write(output, speaker.timeline(), rate)
+        if writer is not None:
+            speaker.flush()
+            writer.commit()
+            writer = None
         if json_lines and hasattr(view, "emit"):
             view.emit({"event": "history", "messages": agent.history})
     finally:
+        if writer is not None:
+            writer.abort()  # failure or Ctrl-C: no half-written replies file
         agent.close()
         if mic is not None:
             mic.close()
@@ -252,11 +263,10 @@ def _device(device: str | None) -> int | str | None:
     return int(device) if device.isdigit() else device
 
 
-def _write(path: Path, audio: Any, rate: int) -> None:
+def _writer(path: Path, rate: int) -> Any:
     from voxcli.audio.files import AtomicAudioWriter
 
-    with AtomicAudioWriter(path, rate) as w:
-        w.write(audio)
+    return AtomicAudioWriter(path, rate)
 
 
 def register(app: typer.Typer) -> None:
