@@ -60,7 +60,6 @@ class Event:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
 
-_Event = Event  # the old private name, until every importer uses `Event`
 
 _E = TypeVar("_E", bound=type)
 

@@ -6,14 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from voxcli.bench.metrics import (
-    PlaybackClock,
-    chunk_gaps,
-    percentile,
-    rtf,
-    simulate_playback,
-    summarize,
-)
+from voxcli.bench.metrics import chunk_gaps, percentile, simulate_playback, summarize
+from voxcli.tts.playback import PlaybackClock, rtf
 
 
 def test_rtf_and_gaps() -> None:

@@ -5,7 +5,7 @@ the streamer, the CLI summary and the benchmarks compute the same numbers the
 same way, and tests can drive them with scripted times.
 
 Underruns are measured against the same simulated real-time player the
-streamer runs live (`voxcli.tts.playback.PlaybackClock`, re-exported here).
+streamer runs live (`voxcli.tts.playback.PlaybackClock`).
 """
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from voxcli.tts.playback import UNDERRUN_TOLERANCE_S, PlaybackClock, rtf
+from voxcli.tts.playback import PlaybackClock
 
-__all__ = ["UNDERRUN_TOLERANCE_S", "PlaybackClock", "PlaybackReport", "Summary", "chunk_gaps", "percentile", "rtf",
-           "simulate_playback", "summarize"]
+__all__ = ["PlaybackReport", "Summary", "chunk_gaps", "percentile", "simulate_playback", "summarize"]
 
 
 def chunk_gaps(t_ready: Sequence[float]) -> list[float]:

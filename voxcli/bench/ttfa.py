@@ -23,7 +23,8 @@ from typing import Any, Callable, Final, Iterable, Iterator
 
 import numpy as np
 
-from voxcli.bench.metrics import PlaybackClock, chunk_gaps, rtf as rtf_of, summarize
+from voxcli.bench.metrics import chunk_gaps, summarize
+from voxcli.tts.playback import PlaybackClock, rtf as rtf_of
 from voxcli.errors import UsageError
 
 #: A sample this loud or louder counts as audible (-40 dBFS).
