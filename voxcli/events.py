@@ -60,7 +60,6 @@ class Event:
         return json.dumps(self.to_dict(), ensure_ascii=False)
 
 
-
 _E = TypeVar("_E", bound=type)
 
 

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import IO, Protocol
 
-from voxcli.cli.views.tts import fancy_terminal
+from voxcli.cli.views.terminal import fancy_terminal
 from voxcli.events import Caption
 
 

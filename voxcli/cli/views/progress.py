@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 from typing import IO
 
-from voxcli.cli.views.terminal import fancy_terminal  # noqa: F401 - re-exported for the views
+from voxcli.cli.views.terminal import fancy_terminal
 from voxcli.events import Progress
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Sequence
 
 from voxcli.cli.errors import err
-from voxcli.cli.views.progress import fancy_terminal
+from voxcli.cli.views.terminal import fancy_terminal
 from voxcli.hub.resolve import ModelRow
 
 _STYLE = {"package": "green", "installed": "green", "missing": "yellow"}

@@ -10,7 +10,7 @@ import sys
 from typing import IO, Sequence
 
 from voxcli.audio.devices import DeviceInfo
-from voxcli.cli.views.terminal import fancy_terminal  # noqa: F401 - re-exported for the views
+from voxcli.cli.views.terminal import fancy_terminal
 from voxcli.events import AudioChunk, StreamStats
 
 #: Rows kept in the live table; older ones are summarized (100k-character texts).
