@@ -165,6 +165,11 @@ def null_sink() -> Iterator[str]:
         module = loaded.stdout.strip()
     assert _pactl("set-default-sink", SINK).returncode == 0
     assert _pactl("set-default-source", f"{SINK}.monitor").returncode == 0
+    # PortAudio enumerated devices when this process first loaded it, which may
+    # have been before the daemon above started: make it look again.
+    from voxcli.audio.devices import rescan
+
+    rescan()
     yield SINK
     if module:
         _pactl("unload-module", module)

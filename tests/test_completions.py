@@ -89,10 +89,11 @@ def test_other_shells_parse_the_scripts(shell, flag):
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completes_device_names_from_portaudio(voxcli_on_path):
-    from voxcli.audio.devices import list_devices
+    from voxcli.audio.devices import list_devices, rescan
     from voxcli.errors import DeviceUnavailableError
 
     try:
+        rescan()  # see what the completion's fresh process sees (a sound server started by an earlier test)
         outputs = [d for d in list_devices() if d.max_output_channels > 0]
     except DeviceUnavailableError:
         outputs = []  # no PortAudio: completion must offer nothing, quietly

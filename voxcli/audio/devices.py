@@ -46,6 +46,20 @@ def portaudio_error() -> str | None:
     return None
 
 
+def rescan() -> None:
+    """Make PortAudio enumerate the devices again.
+
+    PortAudio lists devices once, when it is initialised (at the first
+    `import sounddevice`); a headset plugged in or a sound server started
+    after that stays invisible to this process. sounddevice's documented way
+    to refresh is to terminate and re-initialise the library, which closes
+    every open stream, so call this only when none is open.
+    """
+    sd = _sd()
+    sd._terminate()
+    sd._initialize()
+
+
 def _start(open_stream: Callable[..., Any], what: str, **kwargs: Any) -> Any:
     """Open and start a PortAudio stream; any failure is a DeviceUnavailableError naming `what`."""
     try:
