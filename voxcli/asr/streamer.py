@@ -35,6 +35,7 @@ import numpy as np
 
 from voxcli.asr.agreement import LocalAgreement
 from voxcli.asr.inbox import AudioInbox
+from voxcli.asr.models import load_asr
 from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_ENDPOINT_MS, DEFAULT_STEP_MS
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, FrameScorer, VADConfig
 from voxcli.errors import Cancelled, UsageError
@@ -385,14 +386,3 @@ def open_asr_streamer(
         asr, vad, agreement=agreement, step_ms=step_ms, vad_config=VADConfig(endpoint_ms=endpoint_ms),
         max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s,
     )
-
-
-def load_asr(model: str | None = None, *, offline: bool | None = None,
-             threads: int | None = None) -> tuple[ASREngine, FrameScorer]:
-    """Resolve and load the ASR model and the VAD (both through the registry)."""
-    from voxcli.hub.resolve import resolve_model
-    from voxcli.runtimes.moonshine import MoonshineASR
-    from voxcli.runtimes.silero_vad import SileroVAD
-
-    bundle = resolve_model(model or "moonshine-tiny-en", kind="asr", offline=offline)
-    return MoonshineASR.load(bundle.path, name=bundle.name, threads=threads), SileroVAD.resolve(offline=offline)

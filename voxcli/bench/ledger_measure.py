@@ -64,7 +64,7 @@ def measure_asr_tail(runs: int = 3, offline: bool | None = None) -> Measurement 
     if importlib.util.find_spec("voxcli.asr.streamer") is None:
         return None
     from voxcli.audio.files import read_audio
-    from voxcli.asr.streamer import load_asr
+    from voxcli.asr.models import load_asr
     from voxcli.hub.resolve import resolve_model
 
     model, _vad = load_asr(offline=offline)

@@ -75,7 +75,7 @@ def bench_asr(
     offline: OfflineOpt = False,
 ) -> None:
     """Streaming ASR quality and latency on reference recordings (the `voxcli bench asr` command)."""
-    from voxcli.asr.streamer import load_asr
+    from voxcli.asr.models import load_asr
     from voxcli.audio.files import audio_info, read_audio
     from voxcli.audio.pcm import sanitize
     from voxcli.bench.asr import BenchConfig, run_bench

@@ -149,7 +149,7 @@ def _emit_line(line: str) -> None:
 
 def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: float, quiet: bool = False) -> None:
     from voxcli.audio.files import iter_audio
-    from voxcli.asr.streamer import load_asr
+    from voxcli.asr.models import load_asr
     from voxcli.asr.batch import transcribe_blocks
     from voxcli.asr.endpointer import VADConfig
     from voxcli.events import Caption
