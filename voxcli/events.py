@@ -177,6 +177,38 @@ class Word(Event):
     """Model confidence where the model has one; 1.0 where it has none."""
 
 
+@event("speculative_final")
+class SpeculativeFinal(Event):
+    """ASR: at silence onset the utterance's final decode ran during the endpoint hold.
+
+    If the hold confirms the endpoint, the final caption's `stable` is `text`, word for word.
+    """
+
+    utterance: int
+    """Same number as the `Caption.utterance` of the final it announces."""
+    attempt: int
+    """0-based within the utterance: a dropped attempt may be followed by another."""
+    text: str
+    speech_end: float
+    """Stream seconds of the utterance's last speech sample (not the VAD's later silence frame)."""
+    t_audio: float
+    """Seconds of audio heard when the decode finished."""
+    t_emit: float
+    """Seconds since the stream's first audio."""
+
+
+@event("speculation_end")
+class SpeculationEnd(Event):
+    """ASR: the endpoint hold confirmed a `SpeculativeFinal` (before its final caption), or speech resumed."""
+
+    utterance: int
+    attempt: int
+    outcome: Literal["confirmed", "dropped"]
+    text: str
+    speech_end: float
+    t_emit: float
+
+
 # ---------------------------------------------------------------- chat turns
 
 @event("turn_start")

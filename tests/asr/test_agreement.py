@@ -65,11 +65,48 @@ def test_n3_needs_three_agreeing_hypotheses() -> None:
     assert la.stable_text == "a b"
 
 
-def test_finalize_commits_the_rest_and_keeps_the_stable_prefix() -> None:
+def test_finalize_commits_the_rest_in_the_final_decode_spelling() -> None:
     la, _ = run(["fail again fail", "fail again fail bet"])
     la.finalize("Fail again, fail better.".split())
-    assert la.stable_text == "fail again fail better."
+    assert la.stable_text == "Fail again, fail better."  # same words: the final decode spells them
     assert la.volatile == []
+
+
+def test_final_keeps_the_ratchet_for_n2_and_may_only_repunctuate() -> None:
+    la, _ = run(["how many likes does", "how many likes does a"])
+    assert la.stable_text == "how many likes does" and la.retractions == 0
+    # The final decode disagrees with a shown word: what was shown stays, the rest is the final's.
+    la.finalize("How many legs does a spider have?".split())
+    assert la.stable_text == "how many likes does a spider have?"
+    assert la.retractions == 0
+    la.reset()
+    la, _ = run(["ever tried, ever", "ever tried, ever failed"])
+    la.finalize("Ever tried. Ever failed.".split())  # same words, the final's punctuation
+    assert la.stable_text == "Ever tried. Ever failed." and la.retractions == 0
+
+
+def test_final_decode_is_authoritative_for_n1_and_its_corrections_are_counted() -> None:
+    la, _ = run(["how many likes does", "how many likes does a"], n=1)
+    la.finalize("How many legs does a spider have?".split())
+    assert la.stable_text == "How many legs does a spider have?"  # the final text, not the early guess
+    assert la.retractions >= 1 and la.flicker_words >= 1  # "likes" taken back
+
+
+def test_prompt_carries_no_punctuation() -> None:
+    la, _ = run(["What is the capital? A", "What is the capital? Of"])
+    assert la.stable_text == "What is the capital?"
+    assert la.prompt == "What is the capital"
+    assert LocalAgreement(1).prompt == ""
+
+
+def test_n1_shows_every_hypothesis_and_counts_what_it_takes_back() -> None:
+    la, seen = run(["i'd like to", "i'd like to prove", "i'd like to move my", "i'd like to move my flight."], n=1)
+    assert [s for s, _ in seen] == ["i'd like to", "i'd like to prove", "i'd like to move my", "i'd like to move my flight"]
+    assert la.retractions == 1 and la.flicker_words == 1  # "prove" was shown, then taken back
+    la.finalize("I'd like to move my flight.".split())
+    assert la.stable_text == "I'd like to move my flight." and la.retractions == 1
+    la.reset()
+    assert la.retractions == 1  # counters are per stream, not per utterance
 
 
 def test_cut_moves_segment_words_to_frozen() -> None:

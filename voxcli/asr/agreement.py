@@ -7,6 +7,13 @@ case or punctuation ("Tried," == "tried"). Once stable a word is never taken
 back, even if a later hypothesis disagrees: later hypotheses are aligned to
 the stable words and only their remainder can become stable or volatile.
 
+`n = 1` is the naive policy of the seed (002, chapter 4): every hypothesis is
+shown as stable at once, with no ratchet, so stable words may be taken back
+(the display flickers); `retractions` and `flicker_words` count that. The
+final decode is unforced (the batch text): for n = 1 it is authoritative and
+may take shown words back; for n >= 2 it may re-punctuate the stable words
+and extend them, never change them, so the ratchet holds.
+
 Pure Python, no model: the streamer feeds word lists, tests feed scripts.
 """
 from __future__ import annotations
@@ -28,6 +35,11 @@ def normalize_word(word: str) -> str:
 
 
 _TRAILING_PUNCT = re.compile(r"[.,!?;:\u2026]+$")
+
+
+def strip_edge_punct(word: str) -> str:
+    """"capital?" -> "capital", "\"Yes," -> "Yes" (case and inner apostrophes kept; "" if all punctuation)."""
+    return _EDGE_PUNCT.sub("", word)
 
 
 def strip_trailing_punct(word: str) -> str:
@@ -84,6 +96,10 @@ class LocalAgreement:
     stable: list[str] = field(default_factory=list)
     volatile: list[str] = field(default_factory=list)
     frozen: int = 0
+    retractions: int = 0
+    """Hypotheses (n = 1) and finals whose words did not extend the shown stable ones (kept across `reset`)."""
+    flicker_words: int = 0
+    """Shown stable words those updates took back (not found again in the new words)."""
     _history: deque = field(default_factory=deque)
 
     def __post_init__(self) -> None:
@@ -93,8 +109,34 @@ class LocalAgreement:
     def _tail(self, hyp: list[str]) -> list[str]:
         return hyp[align_end(self.stable[self.frozen :], hyp)[1] :]
 
+    @property
+    def prompt(self) -> str:
+        """The decoder prefix for the next hypothesis of the buffer: its stable words WITHOUT punctuation.
+
+        Committed punctuation is a guess made where the audio ended ("capital?"); forced
+        as the prefix it makes the model stop or continue wrongly ("a friend?"). Empty for
+        n = 1: nothing is settled there, and a forced prefix would lock early mistakes in.
+        """
+        if self.n == 1:
+            return ""
+        return " ".join(w for w in (strip_edge_punct(x) for x in self.stable[self.frozen :]) if w)
+
+    def _replace(self, hyp: list[str]) -> list[str]:
+        """The hypothesis becomes the stable words (n = 1, finals); count what it takes back."""
+        old = self.stable[self.frozen :]
+        keep = common_prefix([old, hyp])
+        if keep < len(old):  # shown words change: count the update, and the shown words that are gone
+            self.retractions += 1
+            kept = SequenceMatcher(None, _norm(old), _norm(hyp), autojunk=False).get_matching_blocks()
+            self.flicker_words += len(old) - sum(m.size for m in kept)
+        self.stable[self.frozen :] = hyp
+        self.volatile = []
+        return hyp[keep:]
+
     def update(self, hyp: list[str]) -> list[str]:
         """Add a hypothesis for the current buffer; returns the newly stable words."""
+        if self.n == 1:
+            return self._replace([*hyp[:-1], strip_trailing_punct(hyp[-1])] if hyp else [])
         self._history.append(list(hyp))
         while len(self._history) > self.n:
             self._history.popleft()
@@ -128,11 +170,26 @@ class LocalAgreement:
         return new
 
     def finalize(self, final: list[str]) -> list[str]:
-        """A last decode of the whole buffer: everything after the stable words becomes stable."""
-        new = self._tail(final)
+        """A last decode of the whole buffer becomes the utterance's words.
+
+        The decode is unforced (a forced prefix locks early guesses in: "capital?
+        a friend?", "spider hath?"), so it is the batch text of the utterance.
+        n = 1: it is authoritative; shown words it disagrees with are taken
+        back (counted in `retractions`).
+        n >= 2: when its words extend the stable ones it replaces them (it may
+        re-punctuate, "capital?" -> "capital of France?"); when it disagrees
+        with a shown word (rare: "likes" vs "legs", or a buffer cut inside a
+        word), what was shown stays and only what it heard after the stable
+        words is added: the ratchet holds to the end of the utterance.
+        """
+        self._history.clear()
+        old = self.stable[self.frozen :]
+        if self.n == 1 or common_prefix([old, final]) == len(old):
+            return self._replace(list(final))
+        _done, used = align_end(old, final)
+        new = list(final[used:])
         self.stable.extend(new)
         self.volatile = []
-        self._history.clear()
         return new
 
     def reset(self) -> None:

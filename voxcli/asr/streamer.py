@@ -1,10 +1,14 @@
 """ASRStreamer: speech in, live captions out, with a serial re-decode worker.
 
-Audio from `send()` goes into a bounded queue (`asr/inbox.py`). One worker
-thread takes it a step at a time: Silero VAD finds utterances; inside one, the worker re-decodes the whole utterance buffer each step and
-feeds the words to LocalAgreement-n, so the caption's stable prefix grows
-while its volatile tail may still change. At an endpoint the utterance is
-decoded once more and committed as final; the next one starts empty.
+Audio from `send()` goes into a bounded queue (`asr/inbox.py`). One worker thread takes it a
+step at a time: Silero VAD finds utterances; inside one, the worker re-decodes the whole
+utterance buffer each step (forced to start with the stable words, without their punctuation)
+and feeds the words to LocalAgreement-n, so the caption's stable prefix grows while its
+volatile tail may still change. The final decode of an utterance is unforced (the batch decode
+of the same audio; it may re-punctuate the stable words, and where it disagrees with one the
+shown word stays: `LocalAgreement.finalize`) and starts at silence onset, during the endpoint hold
+(`asr/speculation.py`): committed without decoding again when the hold confirms the endpoint,
+dropped if speech resumes. The next utterance starts empty.
 
 Two rules keep it real time over hours:
 - bounded buffer: past `max_buffer_s` without a pause long enough to end the
@@ -28,18 +32,26 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import asdict, dataclass
-from typing import Iterator, Protocol
+from typing import Iterator, Literal, Protocol
 
 import numpy as np
 
 from voxcli.asr.agreement import LocalAgreement
+from voxcli.asr.buffer import WorkerBuffer
 from voxcli.asr.inbox import AudioInbox
 from voxcli.asr.models import load_asr
+from voxcli.asr.speculation import Speculation, Speculator, Subscriber
+from voxcli.asr.stats import ASRStats
 from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_ENDPOINT_MS, DEFAULT_STEP_MS
-from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, FrameScorer, VADConfig
+from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, FrameScorer, VADConfig, last_speech_sample
 from voxcli.errors import Cancelled, UsageError
 from voxcli.events import Caption, Word
+
+__all__ = ["ASREngine", "ASRStats", "ASRStreamer", "open_asr_streamer"]
+
+HoldFrom = Literal["vad", "speech"]
+"""Where the endpoint hold starts: the VAD's first silence frame (as `speech_segments` and the
+chat agent's own endpointer count it), or the last speech sample (the seed's ledger)."""
 
 
 class ASREngine(Protocol):
@@ -48,41 +60,6 @@ class ASREngine(Protocol):
     sample_rate: int
 
     def transcribe(self, audio: np.ndarray, prompt: str | None = None) -> list[Word]: ...
-
-
-@dataclass
-class ASRStats:
-    """Worker figures of one stream (also the `--json` final record)."""
-
-    audio_s: float = 0.0
-    """Audio received."""
-    decode_s: float = 0.0
-    """Worker seconds spent in the model (re-decodes, cuts, finals)."""
-    decodes: int = 0
-    """Model calls (re-decodes, cuts and finals)."""
-    skipped: int = 0
-    """Re-decodes skipped because the worker was behind."""
-    max_lag_s: float = 0.0
-    """Most audio left waiting behind the worker (0 in lockstep mode)."""
-    max_buffer_s: float = 0.0
-    """Longest utterance buffer decoded at once (bounded by `max_buffer_s` of the streamer)."""
-    cuts: int = 0
-    """Times the buffer was cut inside an utterance (no pause long enough)."""
-    utterances: int = 0
-    """Utterances committed with text."""
-    total_s: float = 0.0
-    """Wall time of the worker, first audio to end."""
-    dropped_s: float = 0.0
-    """Live audio dropped unheard because the worker fell `max_pending_s` behind (`send(block=False)`)."""
-
-    def to_dict(self) -> dict:
-        d = {"event": "asr_stats", **asdict(self), "rtf": self.rtf}
-        return {k: round(v, 4) if isinstance(v, float) else v for k, v in d.items()}
-
-    @property
-    def rtf(self) -> float:
-        """Real-time factor of the model work (decode seconds per audio second)."""
-        return self.decode_s / self.audio_s if self.audio_s else 0.0
 
 
 class ASRStreamer:
@@ -99,6 +76,8 @@ class ASRStreamer:
         max_buffer_s: float = 20.0,
         lockstep: bool = False,
         max_pending_s: float = 10.0,
+        speculative: bool = True,
+        hold_from: HoldFrom = "vad",
     ) -> None:
         if getattr(model, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
             raise UsageError("the ASR model must take 16 kHz audio")
@@ -111,6 +90,11 @@ class ASRStreamer:
         if self.max_buffer < 4 * SAMPLE_RATE:
             raise UsageError("max buffer must be at least 4 s")
         self.lockstep = lockstep
+        self.speculative = speculative
+        if hold_from not in ("vad", "speech") or (hold_from == "speech" and not speculative):
+            raise UsageError("hold_from is 'vad' or 'speech' (which needs speculative=True)")
+        self.hold_from = hold_from
+        self._spec = Speculator(SAMPLE_RATE)
         self.agreement = LocalAgreement(agreement)
         self.stats = ASRStats()
         self.utterances: list[str] = []
@@ -125,10 +109,7 @@ class ASRStreamer:
         self._t0: float | None = None
         vad.reset()
         self._ep = Endpointer(self.vad_config)
-        # Audio kept by the worker: `_buf` starts at absolute sample `_buf_start`.
-        self._buf = np.zeros(0, dtype=np.float32)
-        self._buf_start = 0
-        self._probs: list[float] = []  # VAD score per frame, frame k = samples [512k, 512k+512)
+        self._b = WorkerBuffer()  # the audio the worker keeps, and its VAD scores
         self._utt_start: int | None = None  # absolute sample where the current utterance begins
         self._last_decode_at = 0
         self._last_caption: tuple[str, str] | None = None
@@ -157,6 +138,11 @@ class ASRStreamer:
         if dropped:
             with self._send_lock:
                 self.stats.dropped_s += dropped / SAMPLE_RATE
+
+    def subscribe(self, fn: Subscriber) -> None:
+        """Call `fn(event)` with each `SpeculativeFinal` and `SpeculationEnd` (asr/speculation.py), on the
+        worker thread: it must return at once; its exceptions are ignored. Subscribe before sending audio."""
+        self._spec.subscribe(fn)
 
     @property
     def captions(self) -> Iterator[Caption]:
@@ -215,7 +201,8 @@ class ASRStreamer:
                 if done:
                     break
                 self._ingest(chunk)
-                if self._utt_start is not None and self._buf_end - self._last_decode_at >= self.step:
+                holding = self.speculative and self._ep.silence_onset is not None  # the final decode runs instead
+                if self._utt_start is not None and self._buf_end - self._last_decode_at >= self.step and not holding:
                     if self.lockstep or self._pending_n < self.step:
                         self._redecode()
                     else:
@@ -232,22 +219,29 @@ class ASRStreamer:
             self._captions.put(None)
 
     @property
+    def _heard_s(self) -> float:
+        """Audio the worker had scored when it decided (the VAD frames fed: an endpoint fires mid-chunk)."""
+        return min(self._buf_end, self._ep.frame_index * FRAME) / SAMPLE_RATE
+
+    @property
     def _buf_end(self) -> int:
-        return self._buf_start + self._buf.size
+        return self._b.end
 
     def _ingest(self, chunk: np.ndarray) -> None:
         bad = ~np.isfinite(chunk)
         if bad.any():  # NaN/inf would poison the VAD state and the encoder: treat as silence
             chunk = np.where(bad, 0.0, chunk).astype(np.float32)
         chunk = np.clip(chunk, -1.0, 1.0)
-        self._buf = np.concatenate([self._buf, chunk])
+        self._b.append(chunk)
         for p in self.vad.probs(chunk):
-            self._probs.append(float(p))
+            self._b.probs.append(float(p))
             ev = self._ep.feed(float(p))
             if ev is None:
+                if self.speculative and self._utt_start is not None:
+                    self._speculate()
                 continue
             if ev.kind == "start" and self._utt_start is None:
-                self._utt_start = max(self._buf_start, ev.sample - self.vad_config.pad_samples)
+                self._utt_start = max(self._b.start, ev.sample - self.vad_config.pad_samples)
                 self._last_decode_at = self._utt_start
             elif ev.kind == "end" and self._utt_start is not None:
                 self._finalize(min(self._buf_end, ev.sample + self.vad_config.pad_samples))
@@ -267,28 +261,19 @@ class ASRStreamer:
         return 0 if self._utt_start is None else self._buf_end - self._utt_start
 
     def _drop_before(self, sample: int) -> None:
-        cut = min(max(0, sample - self._buf_start), self._buf.size)
-        if cut:
-            self._buf = self._buf[cut:].copy()
-            self._buf_start += cut
-        first_frame = self._buf_start // FRAME
-        drop = first_frame - (self._ep.frame_index - len(self._probs))
-        if drop > 0:
-            del self._probs[:drop]
-
-    def _audio(self, start: int, end: int) -> np.ndarray:
-        return self._buf[start - self._buf_start : end - self._buf_start]
+        self._b.drop_before(sample, self._ep.frame_index)
 
     def _decode(self, start: int, end: int, prompt: bool = True) -> list[str]:
-        # The stable words of this buffer are forced as the decoder prefix: cheaper, and consistent.
-        text = " ".join(self.agreement.stable[self.agreement.frozen :]) if prompt else ""
+        # The stable words of this buffer (no punctuation) are forced as the decoder prefix: cheaper, and consistent.
+        text = self.agreement.prompt if prompt else ""
         t = time.monotonic()
-        words = self.model.transcribe(self._audio(start, end), prompt=text or None)
+        words = self.model.transcribe(self._b.span(start, end), prompt=text or None)
         self.stats.decode_s += time.monotonic() - t
         self.stats.decodes += 1
         return [w.text for w in words]
 
     def _emit(self, is_final: bool) -> None:
+        self.stats.retractions, self.stats.flicker_words = self.agreement.retractions, self.agreement.flicker_words
         pair = (self.agreement.stable_text, self.agreement.volatile_text)
         if not is_final and pair == self._last_caption:
             return
@@ -298,7 +283,7 @@ class ASRStreamer:
                 stable=pair[0],
                 volatile=pair[1],
                 is_final=is_final,
-                t_audio=self._buf_end / SAMPLE_RATE,
+                t_audio=self._heard_s,
                 t_emit=self._elapsed(),
                 utterance=self._utt_index,
             )
@@ -311,11 +296,49 @@ class ASRStreamer:
         self.agreement.update(words)
         self._emit(False)
 
+    def _speculate(self) -> None:
+        """Each VAD frame inside an utterance: drop a stale speculation; start one once the pad is heard."""
+        assert self._utt_start is not None
+        onset, spec = self._ep.silence_onset, self._spec.pending
+        if spec is not None and (spec.onset != onset or spec.start != self._utt_start):
+            self._spec.end("dropped", self._elapsed())  # speech resumed (or the buffer was cut)
+            self.stats.speculations_dropped += 1
+            spec = None
+        end = None if onset is None else onset + self.vad_config.pad_samples
+        if spec is not None or end is None or self._ep.frame_index * FRAME < end or end <= self._utt_start:
+            return
+        words = self._decode(self._utt_start, end, prompt=False)  # exactly as the final decode
+        frozen = self.agreement.stable[: self.agreement.frozen]
+        vad_end = min(onset, self._ep.last_speech)
+        speech_end = last_speech_sample(self._b.audio, self._b.start, vad_end, onset)
+        if self.hold_from == "speech":
+            self._ep.backdate(speech_end)
+        self.stats.speculations += 1
+        self._spec.start(
+            Speculation(self._utt_index, self._spec.next_attempt(), onset, self._utt_start, end,
+                        tuple(frozen), tuple(words), " ".join([*frozen, *words]), speech_end),
+            t_audio=self._heard_s, t_emit=self._elapsed())
+        # It is also this step's hypothesis: the captions go on while the hold counts.
+        self.agreement.update(words)
+        self._emit(False)
+
+    def _final_words(self, end: int) -> list[str]:
+        """The final decode of [utterance start, end): the speculative one if it was made from the same."""
+        assert self._utt_start is not None
+        spec = self._spec.pending
+        if spec is not None and spec.matches(self._utt_start, end, self.agreement.stable[: self.agreement.frozen]):
+            self._spec.end("confirmed", self._elapsed())
+            return list(spec.words)
+        if spec is not None:
+            self._spec.end("dropped", self._elapsed())
+            self.stats.speculations_dropped += 1
+        return self._decode(self._utt_start, end, prompt=False) if end > self._utt_start else []
+
     def _finalize(self, end: int) -> None:
-        """Endpoint (or end of input): decode the whole utterance once more and commit it."""
+        """Endpoint (or end of input): commit the utterance's final decode (unforced; the ratchet still holds)."""
         assert self._utt_start is not None
         end = max(end, self._utt_start)
-        words = self._decode(self._utt_start, end) if end > self._utt_start else []
+        words = self._final_words(end)
         self.agreement.finalize(words)
         text = self.agreement.stable_text
         if text or self._last_caption is not None:
@@ -324,6 +347,7 @@ class ASRStreamer:
             self.utterances.append(text)
             self.stats.utterances += 1
         self._utt_index += 1 if (text or self._last_caption is not None) else 0
+        self._spec.next_utterance()
         self.agreement.reset()
         self._last_caption = None
         self._utt_start = None
@@ -332,15 +356,9 @@ class ASRStreamer:
     def _cut(self) -> None:
         """Bound the buffer: decode its head up to the quietest frame in the stable region, commit, drop."""
         assert self._utt_start is not None
-        start, end = self._utt_start, self._buf_end
-        span = end - start
-        hyp = len(self.agreement.stable) - self.agreement.frozen + len(self.agreement.volatile)
-        stable_frac = (len(self.agreement.stable) - self.agreement.frozen) / hyp if hyp else 0.0
-        lo = start + 2 * SAMPLE_RATE
-        hi = start + int(span * stable_frac)
-        if hi - lo < 2 * SAMPLE_RATE:  # little is stable: search the middle of the buffer instead
-            lo, hi = start + span // 2, end - SAMPLE_RATE
-        cut = self._quietest(lo, hi)
+        start, a = self._utt_start, self.agreement
+        hyp = len(a.stable) - a.frozen + len(a.volatile)
+        cut = self._b.cut_point(start, (len(a.stable) - a.frozen) / hyp if hyp else 0.0, self._ep.frame_index)
         segment = self._decode(start, cut, prompt=False)
         self.agreement.cut(segment)
         self.stats.cuts += 1
@@ -348,18 +366,6 @@ class ASRStreamer:
         self._utt_start = cut
         self._last_decode_at = max(self._last_decode_at, cut)
         self._drop_before(cut)
-
-    def _quietest(self, lo: int, hi: int) -> int:
-        """Middle of the lowest-scoring frame (3-frame average) in [lo, hi); the latest on ties."""
-        first = self._ep.frame_index - len(self._probs)
-        k0, k1 = max(lo // FRAME, first + 1), min(hi // FRAME, self._ep.frame_index - 1)
-        if k1 <= k0:
-            return (lo + hi) // 2
-        p = np.asarray(self._probs, dtype=np.float32)
-        smooth = np.convolve(p, np.ones(3, dtype=np.float32) / 3, mode="same")
-        window = smooth[k0 - first : k1 - first]
-        k = k0 + (len(window) - 1 - int(np.argmin(window[::-1])))
-        return k * FRAME + FRAME // 2
 
 
 def open_asr_streamer(
@@ -374,15 +380,18 @@ def open_asr_streamer(
     max_pending_s: float = 10.0,
     offline: bool | None = None,
     threads: int | None = None,
+    speculative: bool = True,
+    hold_from: HoldFrom = "vad",
 ) -> ASRStreamer:
     """The library entry point: resolve the models by name and start a streamer.
 
     `threads`: the ASR model's intra-op threads (None: the session policy's default).
     """
     if language not in ("en", "english"):
-        raise UsageError(f"language {language!r} is not supported by Moonshine tiny (English only)")
+        raise UsageError(f"language {language!r} is not supported by {model or 'moonshine-tiny-en'} (English only)")
     asr, vad = load_asr(model, offline=offline, threads=threads)
     return ASRStreamer(
         asr, vad, agreement=agreement, step_ms=step_ms, vad_config=VADConfig(endpoint_ms=endpoint_ms),
-        max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s,
+        max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s, speculative=speculative,
+        hold_from=hold_from,
     )
