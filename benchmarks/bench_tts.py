@@ -13,6 +13,8 @@ Targets (2-core CPU, issue 3): stream TTFA p50 <= 60 ms and <= 0.15x the
 batch synthesis time; RTF <= 0.15; 0 underruns.
 
     python benchmarks/bench_tts.py --runs 10 [--json] [--skip-piper]
+    python benchmarks/bench_tts.py --slack   # issue 13 item 5: min slack vs the playhead, 1 vs 2 stages
+    python benchmarks/bench_tts.py --flush   # issue 13 item 4: choosing max_buffer_flush_ms
 """
 from __future__ import annotations
 
@@ -92,12 +94,163 @@ class PiperRaw:
         self.proc.wait(30)
 
 
+# -- issue 13 item 5: slack of each chunk against a real-time player ---------------------------
+
+SLACK_PARAGRAPH = (
+    "Yes. "
+    "The history of the lighthouse on the northern cape begins in the winter of eighteen forty, when a "
+    "merchant ship carrying timber, salt and letters from the capital ran aground on the rocks below the "
+    "cliffs, and the village decided, after a long and bitter argument in the church hall, that a light "
+    "must be built before the next storm season arrived. "
+    "It took four years. "
+    "The keepers who followed kept careful logs of every ship that passed, every storm that broke over the "
+    "headland, and every repair they made to the great lamp, and those logs, written in a small and patient "
+    "hand, are now kept in the town museum where visitors can read them on rainy afternoons. "
+    "Some entries are short. "
+    "Others run for pages and describe nights when the wind was so strong that the keeper tied himself to "
+    "the railing of the gallery with a rope, climbed the ladder with a can of oil in one hand, and kept the "
+    "flame alive until dawn while the sea threw spray as high as the lantern room itself. "
+    "In nineteen sixty the light was automated. "
+    "The last keeper, an old man with a white beard and a dog named Captain, stayed on in the cottage at the "
+    "foot of the tower for another twenty years, painting the door every spring and telling anyone who would "
+    "listen that a machine could turn a lamp on and off but could never truly watch the sea. "
+    "He was quite right."
+)
+
+
+def slack_run(voice, ahead: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Play the paragraph on a VirtualSpeaker; slack of chunk i = end of chunk i-1's playback - ready time."""
+    from voxcli.audio.virtual import VirtualSpeaker
+    from voxcli.tts.streamer import StreamerConfig
+
+    s = TTSStreamer(voice, StreamerConfig(front_ahead=ahead))
+    speaker = VirtualSpeaker(voice.sample_rate, keep=False)
+    s.send(SLACK_PARAGRAPH)
+    s.finish()
+    slacks, starts, prev_end, first = [], [], None, True
+    for c in s.output:
+        if c.kind != "audio":
+            break
+        ready = s.t0 + c.t_emit  # type: ignore[operator]
+        if prev_end is not None:
+            slacks.append(prev_end - ready)
+            starts.append(bool(c.text))  # the first block of a sentence (its front part before it)
+        speaker.write(c.audio)
+        start = time.perf_counter() if first else max(time.perf_counter(), prev_end)  # type: ignore[type-var]
+        prev_end, first = start + c.duration_s, False
+    speaker.drain(5)
+    speaker.close()
+    at_starts = [x for x, st in zip(slacks, starts) if st]
+    return {"front_ahead": ahead, "chunks": len(slacks) + 1, "min_slack_ms": round(1000 * min(slacks), 1),
+            "min_slack_at_chunk": slacks.index(min(slacks)) + 1,
+            "sentence_start_min_slack_ms": round(1000 * min(at_starts), 1),
+            "sentence_start_p50_slack_ms": round(1000 * sorted(at_starts)[len(at_starts) // 2], 1),
+            "negative_slacks": sum(x < 0 for x in slacks), "speaker_underrun_ms": round(1000 * speaker.underrun_s, 1),
+            "ttfa_ms": round(1000 * (c.stats.ttfa_s or 0), 1), "rtf": round(c.stats.rtf, 3)}  # type: ignore[union-attr]
+
+
+def bench_slack() -> dict[str, object]:
+    voice = load_voice()
+    list(voice.stream("Warm up the sessions. " * 3))
+    words = len(SLACK_PARAGRAPH.split())
+    runs = [slack_run(voice, 0), slack_run(voice, 2)]  # one run each: before (one stage), after (two)
+    return {"words": words, "cpu_count": os.cpu_count(), "load_avg_1m": os.getloadavg()[0], "runs": runs}
+
+
+# -- issue 13 item 4: how long real LLM text waits for a boundary -------------------------------
+
+FLUSH_PROMPTS = (
+    "Explain in three sentences why the sky is blue.",
+    "Give me a short recipe for pancakes.",
+    "What should I pack for a weekend hiking trip?",
+    "Tell me a short story about a cat who learns to swim.",
+    "How does a refrigerator keep food cold?",
+    "What are three tips for sleeping better?",
+)
+
+
+def record_reply(llm, voice, prompt: str, max_tokens: int) -> list[tuple[float, str]]:  # type: ignore[no-untyped-def]
+    """Deltas of one on-device reply with arrival times, spoken while they arrive (contention as in chat)."""
+    import threading
+
+    s = TTSStreamer(voice)
+    drain = threading.Thread(target=lambda: list(s.output), daemon=True)
+    drain.start()
+    t0, events = time.perf_counter(), []
+    for d in llm.stream([{"role": "user", "content": prompt}], max_new_tokens=max_tokens):
+        if d.text:
+            events.append((time.perf_counter() - t0, d.text))
+            s.send(d.text)
+    s.finish()
+    drain.join(120)
+    return events
+
+
+def replay(events: list[tuple[float, str]], flush_ms: float) -> tuple[list[float], int]:
+    """Feed recorded deltas through TextIntake on their own clock; (wait of each piece, time-cut pieces)."""
+    import bisect
+    import threading
+
+    from voxcli.tts.chunker import ChunkerConfig
+    from voxcli.tts.intake import TextIntake
+
+    now = [0.0]
+    intake = TextIntake(ChunkerConfig(), max_pending_chars=1 << 30, flush_ms=flush_ms, clock=lambda: now[0])
+    halt = threading.Event()
+    offsets, times, total = [], [], 0
+    for t, text in events:
+        offsets.append(total)
+        times.append(t)
+        total += len(text)
+    waits, start = [], 0
+
+    def take() -> None:
+        nonlocal start
+        while intake.ready:
+            piece = intake.next_text(halt) or ""
+            waits.append(now[0] - times[bisect.bisect_right(offsets, start) - 1])
+            start += len(piece)
+
+    for t, text in events:
+        while (due := intake.poll()) is not None and now[0] + due <= t:
+            now[0] += max(due, 1e-6)
+        take()
+        now[0] = t
+        intake.send(text, block=False, cancel=halt, alive=lambda: True)
+        take()
+    return waits, intake.flushes
+
+
+def bench_flush(max_tokens: int = 80) -> dict[str, object]:
+    from voxcli.bench.metrics import summarize as summ
+    from voxcli.llm.local import load_local_llm
+
+    llm, voice = load_local_llm(), load_voice()
+    record_reply(llm, voice, "Say hello.", 16)  # warm-up
+    replies = [record_reply(llm, voice, p, max_tokens) for p in FLUSH_PROMPTS]
+    waits = [w for r in replies for w in replay(r, 0)[0]]
+    gaps = [b[0] - a[0] for r in replies for a, b in zip(r, r[1:])]
+    table = {}
+    for ms in (250, 500, 750, 1000, 1500, 2000):
+        table[ms] = sum(replay(r, ms)[1] for r in replies)
+    tokens_s = [len(r) / r[-1][0] for r in replies if r and r[-1][0] > 0]
+    return {"replies": len(replies), "deltas_per_s_p50": round(summ(tokens_s).p50, 1),
+            "delta_gap_ms": summ(gaps).to_dict(1000), "boundary_wait_ms": summ(waits).to_dict(1000),
+            "time_cut_pieces_by_flush_ms": table, "load_avg_1m": os.getloadavg()[0]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     ap.add_argument("--skip-piper", action="store_true", help="do not run piper-tts's paths")
+    ap.add_argument("--slack", action="store_true", help="min slack vs the playhead, one vs two producer stages")
+    ap.add_argument("--flush", action="store_true", help="boundary waits of on-device LLM replies per max_buffer_flush_ms")
     args = ap.parse_args()
+    if args.slack or args.flush:
+        result = bench_slack() if args.slack else bench_flush()
+        print(json.dumps(result, indent=None if args.json else 2))
+        return
 
     voice = load_voice()
     onnx = str(voice.engine.onnx_path) if hasattr(voice.engine, "onnx_path") else None

@@ -74,9 +74,13 @@ class _Spy:
         return getattr(self._engine, name)
 
     def prepare(self, text: str, normalize=None):  # type: ignore[no-untyped-def]
+        return list(self.iter_prepare(text, normalize))
+
+    def iter_prepare(self, text: str, normalize=None):  # type: ignore[no-untyped-def]
+        """The producer's entry point (one sentence at a time); `prepare` goes through it too."""
         self.said.append(text)
         self.normalize_flags.append(normalize)
-        return self._engine.prepare(text, normalize)
+        return self._engine.iter_prepare(text, normalize)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

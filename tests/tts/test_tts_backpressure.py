@@ -131,4 +131,7 @@ def test_five_megabytes_of_text_keep_memory_flat(voice_bundle) -> None:
     assert r["chunks"] > 0 and r["blocked"] and r["released"], r
     assert r["sent"] < 16384 + 2 * 4096 + 4096, r  # the sender waits for the voice
     assert r["pending"] < 16384 + 4096 + 200, r
-    assert r["growth_mb"] < 2, r  # measured 0.2 MB; 5 MB after 5 s without the budget
+    # Measured 0.7 MB with one producer thread, 1.0-2.5 MB with the two-stage producer (front and
+    # decoder sessions busy at once, two prepared sentences ahead; 2.4-2.7 MB over 12 s: a plateau);
+    # 5 MB after 5 s without the budget.
+    assert r["growth_mb"] < 3.5, r

@@ -111,7 +111,7 @@ def test_bounded_queue_holds_the_producer_back(voice: Voice) -> None:
     s.send(PARAGRAPH)
     s.finish()
     time.sleep(3.0)  # no consumer: the producer may fill 2 slots and hold one more block
-    t_consume = time.perf_counter() - s._t0  # type: ignore[operator]  # stream clock of this test
+    t_consume = time.perf_counter() - s.t0  # type: ignore[operator]  # stream clock of this test
     chunks = collect(s)
     check_stream(chunks, voice.sample_rate)
     audio = chunks[:-1]

@@ -41,9 +41,11 @@ class ChunkerConfig:
     """Later chunks end at a clause boundary once they are at least this long."""
     max_chars: int = 400
     """Forced split at the last whitespace before this many characters."""
+    flush_min_words: int = 3
+    """`flush()` (the streamer's time-based flush) speaks nothing shorter than this many words."""
 
     def __post_init__(self) -> None:
-        if self.max_chars < 2 or self.first_words < 0 or self.long_chars < 1:
+        if self.max_chars < 2 or self.first_words < 0 or self.long_chars < 1 or self.flush_min_words < 1:
             raise ValueError(f"invalid chunker config: {self}")
 
 
@@ -89,6 +91,23 @@ class TextChunker:
             out.append(self._emit(len(self._buf)))
         self._finished = True
         return out
+
+    def flush(self) -> list[str]:
+        """Cut what is safe to speak now although no boundary came (the text stalled).
+
+        The cut is the last one that leaves no word, number or abbreviation
+        in two pieces: after a whitespace run whose word is complete and is
+        not a title ("Dr. "), "e.g.", an initial, a list number or a number
+        that may go on ("10 " before "000"); or at the very end after a
+        finished word's punctuation ("there." but not "3." or "etc.").
+        Nothing if that leaves fewer than `flush_min_words` words.
+        """
+        if self._finished:
+            return []
+        cut = _last_safe_cut(self._buf, self._prev)
+        if cut <= 0 or len(self._buf[:cut].split()) < self.config.flush_min_words:
+            return []
+        return [self._emit(cut)]
 
     # -- scanning ---------------------------------------------------------------
 
@@ -138,7 +157,8 @@ class TextChunker:
                 words = self._words + 1
                 if newlines >= 2 or (r < n and newlines == 1 and self._clause_ok(r)):
                     return r
-                if self._index == 0 and cfg.first_words and words >= cfg.first_words and r < n:
+                if (self._index == 0 and cfg.first_words and words >= cfg.first_words and r < n
+                        and _safe_after(buf, p, r, self._prev)):  # not "We all met Dr. | Smith"
                     return r
                 self._words = words
                 self._pos = r
@@ -156,6 +176,8 @@ class TextChunker:
         run = buf[p:q]
         nxt = buf[r]
         paragraph = buf.count("\n", q, r) >= 2
+        if buf[p] == "," and nxt.isdigit() and not paragraph:  # "Dec. 1, | 2026" reads as a date only whole
+            return _NO
         if buf[p] in CLAUSE_END or buf[p] == "-":
             return r if (paragraph or self._clause_ok(r)) else _NO
         if paragraph:
@@ -190,6 +212,64 @@ class TextChunker:
             if buf[i].isspace():
                 return i + 1
         return limit
+
+
+_WORD: Final = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")  # letters, inner apostrophes/hyphens
+
+
+def _last_safe_cut(buf: str, prev: str) -> int:
+    """The last position where a stalled buffer may be cut (see `TextChunker.flush`); 0 if none."""
+    n = len(buf)
+    stripped = buf.rstrip()
+    if stripped and stripped[-1] in SENTENCE_END | CLAUSE_END | CLOSERS and len(stripped) == n:
+        if _ends_with_finished_word(buf):
+            return n
+    r = n
+    while r > 0:
+        q = len(buf[:r].rstrip())
+        if q < r and q > 0 and _safe_after(buf, q, r, prev):
+            return r
+        while r > 0 and buf[r - 1].isspace():  # to the start of this whitespace run ...
+            r -= 1
+        while r > 0 and not buf[r - 1].isspace():  # ... and over the word before it
+            r -= 1
+    return 0
+
+
+def _ends_with_finished_word(buf: str) -> bool:
+    """"there." / "yes!" / "well," at the end: the punctuation closes a word that cannot go on."""
+    token = _token_before(buf, len(buf)).rstrip("".join(CLOSERS))
+    word = token.rstrip("".join(SENTENCE_END | CLAUSE_END))
+    if not _WORD.fullmatch(word) or (len(word) == 1 and word.isupper()):
+        return False
+    return not (token.endswith(".") and abbreviations.find(word, "0") is not None)
+
+
+def _safe_after(buf: str, q: int, r: int, prev: str) -> bool:
+    """May a chunk end after the whitespace run buf[q:r] (the word before it is complete)?"""
+    token = _token_before(buf, q)
+    nxt = buf[r] if r < len(buf) else ""  # "": not arrived yet
+    core = token.rstrip("".join(CLOSERS))
+    if not core:
+        return False
+    if core[-1].isdigit() and (not nxt or nxt.isdigit()):
+        return False  # "10 000", or a number whose unit/next digits have not arrived
+    if not core.endswith("."):
+        return True
+    word = core.rstrip(".")
+    if _DOTTED.match(word) or (len(word) == 1 and word.isalpha()):
+        return False  # "U.S. Army", "J. R. R."
+    abbr = abbreviations.find(word, nxt or "0")  # unknown next: it may be a number ("No. 5")
+    if abbr is not None:
+        if not nxt:
+            return False
+        previous = _token_before(buf, len(buf[:q - len(token)].rstrip()))
+        return abbreviations.ends_sentence(abbr, previous, nxt)
+    if word.isdigit() and len(word) <= 3:  # "1. " at a line start is a list number
+        start = q - len(token)
+        before = buf[start - 1] if start > 0 else prev
+        return before not in ("", "\n")
+    return True
 
 
 def _punct_run_end(buf: str, p: int) -> int:

@@ -18,6 +18,10 @@ from voxcli.events import AudioChunk
 POLL_S: Final = 0.05  # every wait wakes up this often to check the cancel flag
 
 
+class Cancelled(Exception):
+    """Internal: the stream was cancelled; unwind a producer stage (cancel() queued the sentinel)."""
+
+
 class Outbox:
     """Bounded audio queue ending in exactly one sentinel (or an error)."""
 

@@ -1,12 +1,13 @@
 """Push-based streaming TTS: text deltas in, audio chunks out, while more text arrives.
 
-Why one producer thread: the caller keeps sending text (from an LLM or a pipe)
-and keeps playing audio; the producer runs ahead of playback, so while block k
-plays, block k+1 or the next sentence is being phonemized, encoded and
-vocoded. Queues are bounded (audio is the memory that matters), every wait has
-a timeout and checks the cancel flag, and `cancel()` ends the output at once
-with one `cancelled` sentinel while the producer stops after its current model
-call.
+Why a producer that runs ahead: the caller keeps sending text (from an LLM
+or a pipe) and keeps playing audio; while block k plays, block k+1 or the
+next sentence is being computed. It runs in two stages (`voxcli.tts.producer`):
+a front stage phonemizes and encodes sentence k+1 while the decoder vocodes
+sentence k. Queues are bounded (audio is the memory that matters), every
+wait has a timeout and checks the cancel flag, and `cancel()` ends the output
+at once with one `cancelled` sentinel while the stages stop after their
+current model call.
 
     s = open_tts_streamer()
     s.send("Hello "); s.send("world. More text"); s.finish()
@@ -15,29 +16,31 @@ call.
 Text is bounded too (issue 18: `speak -` fed endless text): the text not yet
 synthesized is kept under `max_pending_chars`, and a sender over it waits
 (`send(block=True)`, the default) or gets a BufferError (`block=False`).
+Text that stalls mid-clause is spoken after `max_buffer_flush_ms`
+(`voxcli.tts.intake`).
 """
 from __future__ import annotations
 
 import inspect
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 
 import numpy as np
 
 from voxcli.audio.pcm import sanitize
+from voxcli.config import DEFAULTS
 from voxcli.errors import ModelNotFoundError
 from voxcli.events import AudioChunk, StreamStats
 from voxcli.tts.blocks import BlockScheduler
-from voxcli.tts.chunker import ChunkerConfig, TextChunker
+from voxcli.tts.chunker import ChunkerConfig
+from voxcli.tts.intake import TextIntake
 from voxcli.tts.normalize import normalize_text, speakable
-from voxcli.tts.outbox import POLL_S, Outbox
-from voxcli.tts.playback import PlaybackClock, rtf
-
-_SLICE = 4096  # characters handed to the chunker at a time (it re-scans its buffer: keep it short)
+from voxcli.tts.outbox import Cancelled, Outbox
+from voxcli.tts.playback import rtf
+from voxcli.tts.producer import Decoder, Sentences, prepared, run_front
 
 
 class VoiceEngine(Protocol):
@@ -70,10 +73,19 @@ class StreamerConfig:
     """Spend at most 1/safety of the buffered audio on computing the next block."""
     max_pending_chars: int = 16384
     """Text received but not yet synthesized before `send()` pushes back (about 15 min of speech)."""
+    max_buffer_flush_ms: float = DEFAULTS["tts.max_buffer_flush_ms"]
+    """Speak text that waited this long without a boundary (at least `chunker.flush_min_words`
+    words, cut where no word, number or abbreviation breaks); 0 = only at boundaries.
 
-
-class _Stop(Exception):
-    """Internal: the stream was cancelled; unwind the producer."""
+    1500 ms: above the p99 (1,477 ms) of how long on-device LLM replies wait for a
+    boundary while TTS runs (benchmarks/bench_tts.py --flush: 6 replies, 29 deltas/s,
+    2 loaded cores); 1000 ms cut 6 pieces of those normal replies mid-sentence, 2000 ms 1."""
+    front_ahead: int = 2
+    """Sentences the front stage may prepare ahead of the decoder (0: one thread, the front
+    part of a sentence after the last block of the one before)."""
+    front_hold_s: float = 0.5
+    """The front stage runs beside the decoder only while this much audio is queued ahead
+    of the player (or the decoder is idle): it never slows a block the player waits for."""
 
 
 class TTSStreamer:
@@ -82,33 +94,27 @@ class TTSStreamer:
     def __init__(self, voice: "Voice | VoiceEngine", config: StreamerConfig | None = None,
                  *, clock: Callable[[], float] = time.perf_counter) -> None:
         self.voice = voice if isinstance(voice, Voice) else Voice(voice)
-        self.config = config or StreamerConfig()
+        self.config = cfg = config or StreamerConfig()
         self.sample_rate = self.voice.sample_rate
         self._engine = self.voice.engine
         self._now = clock
-        self._chunker = TextChunker(self.config.chunker)
-        self._texts: deque[str] = deque()
-        self._texts_chars = 0
-        self._lock = threading.Condition()
-        self._cancel = threading.Event()
-        self._finished = False
-        self._t0: float | None = None
-        self._out = Outbox(self.config.max_queued_chunks)
-        self._playback = PlaybackClock()
+        self._cancel = threading.Event()  # cancel() was called
+        self._halt = threading.Event()  # the stages stop: cancelled, or one of them failed
+        self._intake = TextIntake(cfg.chunker, max_pending_chars=cfg.max_pending_chars,
+                                  flush_ms=cfg.max_buffer_flush_ms, clock=clock)
+        self._out = Outbox(cfg.max_queued_chunks)
         vcfg = getattr(self._engine, "config", None)
         hop = getattr(self._engine, "hop_length", 256)
-        self._scheduler = BlockScheduler(
-            first_frames=self.config.first_frames or getattr(vcfg, "first_frames", 16),
-            max_frames=self.config.max_frames or getattr(vcfg, "frames", 64),
+        scheduler = BlockScheduler(
+            first_frames=cfg.first_frames or getattr(vcfg, "first_frames", 16),
+            max_frames=cfg.max_frames or getattr(vcfg, "frames", 64),
             frame_s=hop / float(self.sample_rate),
-            safety=self.config.safety,
+            safety=cfg.safety,
         )
-        self._ttfa: float | None = None
-        self._synth_s = 0.0
-        self._audio_samples = 0
-        self._chunks = 0
-        self._text_chars = 0
-        self._spoken_chars = 0
+        self._decoder = Decoder(self._engine, scheduler, self._out, self._halt, self._elapsed,
+                                self.sample_rate, clock)
+        self._spoken = [0]
+        self._front: threading.Thread | None = None
         self._output = self._iterate()
         self._thread = threading.Thread(target=self._run, name="voxcli-tts", daemon=True)
         self._thread.start()
@@ -123,48 +129,20 @@ class TTSStreamer:
         room the delta is taken whole: at most budget + one delta is held, and one
         big send to a fresh streamer never waits (send, then read output: no deadlock).
         """
-        with self._lock:
-            while self.pending_chars >= self.config.max_pending_chars and not self._cancel.is_set():
-                if not block:
-                    raise BufferError(f"{self.pending_chars} characters wait to be spoken: send(block=True) waits")
-                if not self._thread.is_alive():
-                    break  # the producer failed: its error ends the output
-                self._lock.wait(POLL_S)
-            if self._cancel.is_set():
-                return
-            if self._finished:
-                raise RuntimeError("send() after finish()")
-            if self._t0 is None:
-                self._t0 = self._now()
-            self._text_chars += len(delta)
-            for i in range(0, len(delta), _SLICE):
-                self._queue(self._chunker.feed(delta[i : i + _SLICE]))
-            self._lock.notify_all()
-
-    def _queue(self, texts: list[str]) -> None:
-        self._texts.extend(texts)
-        self._texts_chars += sum(map(len, texts))
+        self._intake.send(delta, block=block, cancel=self._cancel, alive=self._thread.is_alive)
 
     def finish(self) -> None:
         """No more text: speak what is buffered, then end the output with the final sentinel."""
-        with self._lock:
-            if self._finished or self._cancel.is_set():
-                return
-            if self._t0 is None:
-                self._t0 = self._now()
-            self._queue(self._chunker.finish())
-            self._finished = True
-            self._lock.notify_all()
+        if not self._cancel.is_set():
+            self._intake.finish()
 
     def cancel(self) -> None:
         """Drop pending text and queued audio; the output ends now with one `cancelled` chunk."""
-        with self._lock:
-            if self._cancel.is_set():
-                return
-            self._cancel.set()
-            self._texts.clear()
-            self._texts_chars = 0
-            self._lock.notify_all()
+        if self._cancel.is_set():
+            return
+        self._cancel.set()
+        self._halt.set()
+        self._intake.clear()
         self._out.close(self._cancelled_sentinel, replace=True)
 
     @property
@@ -182,22 +160,35 @@ class TTSStreamer:
     @property
     def pending_chars(self) -> int:
         """Characters received but not yet taken by the producer (bounded: see `send`)."""
-        return len(self._chunker.pending) + self._texts_chars
+        return self._intake.pending_chars
 
     @property
     def text_chars(self) -> int:
         """Characters received so far."""
-        return self._text_chars
+        return self._intake.text_chars
 
     @property
     def spoken_chars(self) -> int:
         """Characters of speakable text synthesized so far (0 for whitespace/emoji-only input)."""
-        return self._spoken_chars
+        return self._spoken[0]
+
+    @property
+    def t0(self) -> float | None:
+        """Clock time of the first send() or finish(): chunks' `t_emit` count from it."""
+        return self._intake.t_first
+
+    @property
+    def flushes(self) -> int:
+        """Pieces spoken because their text waited `max_buffer_flush_ms` without a boundary."""
+        return self._intake.flushes
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the producer thread to end; True if it did."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        """Wait for the producer threads to end; True if they did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in (self._thread, self._front):
+            if thread is not None:
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(t is not None and t.is_alive() for t in (self._thread, self._front))
 
     def close(self, timeout: float = 10.0) -> None:
         """Cancel unless the stream already ended, and wait for the producer to stop.
@@ -228,16 +219,18 @@ class TTSStreamer:
     # -- producer --------------------------------------------------------------------
 
     def _elapsed(self) -> float:
-        return self._now() - (self._t0 if self._t0 is not None else self._now())
+        t0 = self._intake.t_first
+        return self._now() - t0 if t0 is not None else 0.0
 
     def _sentinel(self, kind: str, chunks: int | None = None, samples: int = 0, synth_s: float = 0.0) -> AudioChunk:
         """The end of the output; `chunks`/`samples`/`synth_s`: what the consumer got (default: all made)."""
+        d = self._decoder
         if chunks is None:
-            chunks, samples, synth_s = self._chunks, self._audio_samples, self._synth_s
+            chunks, samples, synth_s = d.chunks, d.audio_samples, d.synth_s
         audio_s = samples / float(self.sample_rate)
-        stats = StreamStats(ttfa_s=self._ttfa if chunks else None, rtf=rtf(synth_s, audio_s), audio_s=audio_s,
-                            total_s=self._elapsed(), chunks=chunks, underruns=self._playback.underruns,
-                            underrun_s=self._playback.underrun_s)
+        stats = StreamStats(ttfa_s=d.ttfa if chunks else None, rtf=rtf(synth_s, audio_s), audio_s=audio_s,
+                            total_s=self._elapsed(), chunks=chunks, underruns=d.playback.underruns,
+                            underrun_s=d.playback.underrun_s)
         return AudioChunk(np.zeros(0, np.float32), self.sample_rate, chunks, is_final=True,
                           kind=kind, t_emit=stats.total_s, stats=stats)  # type: ignore[arg-type]
 
@@ -245,84 +238,28 @@ class TTSStreamer:
         # Dropped audio never reached the consumer: the stats describe what it received.
         return self._sentinel("cancelled", *self._out.taken)
 
-    def _next_text(self) -> str | None:
-        with self._lock:
-            while not self._texts:
-                if self._cancel.is_set():
-                    raise _Stop
-                if self._finished:
-                    return None
-                self._lock.wait(POLL_S)
-            text = self._texts.popleft()
-            self._texts_chars -= len(text)
-            self._lock.notify_all()  # room for a waiting sender
-            return text
-
     def _run(self) -> None:
+        """The decoder's thread (and the front stage's, when `front_ahead` is 0)."""
         try:
-            while (text := self._next_text()) is not None:
-                self._speak(text)
+            items = prepared(self._intake, self._engine, self._halt, self._spoken, self._now)
+            first = next(items, None) if self.config.front_ahead > 0 else None
+            if first is not None:  # the first sentence in this thread, then the front stage takes over
+                hold_s = self.config.front_hold_s
+                sentences = Sentences(self.config.front_ahead, lambda: self._decoder.buffered() >= hold_s)
+                self._decoder.on_audio = sentences.poke
+                self._front = threading.Thread(target=run_front, args=(items, sentences, self._halt),
+                                               name="voxcli-tts-front", daemon=True)
+                self._front.start()
+                self._decoder.speak(*first)
+                items = sentences.drain(self._halt)
+            for p, prepare_s in items:
+                self._decoder.speak(p, prepare_s)
             self._out.close(self._sentinel("final"))
-        except _Stop:
+        except Cancelled:
             pass  # cancel() already queued the sentinel
         except BaseException as e:  # noqa: BLE001 - hand it to the consumer thread
+            self._halt.set()  # the front stage stops too
             self._out.close(e)
-
-    def _check(self) -> None:
-        if self._cancel.is_set():
-            raise _Stop
-
-    def _speak(self, text: str) -> None:
-        clean = speakable(text)  # the one normalization pass: the voice's own is switched off below
-        if not clean:
-            return
-        t = self._now()
-        prepared = self._engine.prepare(clean, normalize=False)
-        prepare_s = self._now() - t
-        self._synth_s += prepare_s
-        self._spoken_chars += len(clean)
-        shares = [getattr(p, "prepare_s", 0.0) or 0.0 for p in prepared]
-        scale = prepare_s / sum(shares) if sum(shares) > 0 else 0.0
-        for i, p in enumerate(prepared):
-            self._check()
-            # Attribute the wall time of prepare() to each sentence's first block, in proportion.
-            prepare_s = shares[i] * scale if scale else (prepare_s if i == 0 else 0.0)
-            if getattr(p, "latent", None) is None and getattr(p, "audio", None) is not None:
-                self._emit(np.asarray(p.audio, np.float32).reshape(-1), p.text, prepare_s)  # voice cannot stream
-                prepare_s = 0.0
-                continue
-            blocks = self._engine.blocks(p, self._block_size)
-            first = True
-            while True:
-                self._check()
-                t = self._now()
-                block = next(blocks, None)
-                dt = self._now() - t
-                if block is None:
-                    break
-                self._synth_s += dt
-                block = np.asarray(block, np.float32).reshape(-1)
-                self._scheduler.observe(round(block.size / self._engine.hop_length), dt)
-                self._emit(block, p.text if first else "", dt + prepare_s)
-                first, prepare_s = False, 0.0
-
-    def _block_size(self, k: int) -> int:
-        # Sizes are asked for lazily: spend the audio already queued ahead of the player.
-        return self._scheduler.next_frames(self._playback.buffered(self._elapsed()))
-
-    def _emit(self, audio: np.ndarray, text: str, synth_s: float) -> None:
-        if audio.size == 0:
-            return
-        audio, _ = sanitize(audio)
-        t = self._elapsed()
-        if self._ttfa is None:
-            self._ttfa = t
-        self._playback.add(t, audio.size / float(self.sample_rate))
-        chunk = AudioChunk(audio, self.sample_rate, self._chunks, text=text, t_emit=t, synth_s=synth_s)
-        self._audio_samples += audio.size
-        self._chunks += 1
-        if not self._out.put(chunk, self._cancel):
-            raise _Stop
 
 
 class Voice:
@@ -334,8 +271,10 @@ class Voice:
         self.sample_rate = int(engine.sample_rate)
         self._synthesize_takes_normalize = "normalize" in inspect.signature(engine.synthesize).parameters
 
-    def open_stream(self, config: StreamerConfig | None = None) -> TTSStreamer:
-        return TTSStreamer(self, config)
+    def open_stream(self, config: StreamerConfig | None = None, *,
+                    max_buffer_flush_ms: float | None = None) -> TTSStreamer:
+        """A push-based streamer on this voice; `max_buffer_flush_ms` overrides the config's."""
+        return TTSStreamer(self, _with_flush(config, max_buffer_flush_ms))
 
     def stream(self, text: str, config: StreamerConfig | None = None) -> Iterator[AudioChunk]:
         """Chunks of `text` as soon as each is ready (ends with the final sentinel)."""
@@ -393,8 +332,21 @@ def load_voice(name: str | None = None, *, offline: bool | None = None, threads:
 
 
 def open_tts_streamer(voice: "str | Voice | VoiceEngine | None" = None,
-                      config: StreamerConfig | None = None) -> TTSStreamer:
-    """A push-based streamer: `send()` text, `finish()` or `cancel()`, iterate `output`."""
+                      config: StreamerConfig | None = None, *,
+                      max_buffer_flush_ms: float | None = None) -> TTSStreamer:
+    """A push-based streamer: `send()` text, `finish()` or `cancel()`, iterate `output`.
+
+    `max_buffer_flush_ms`: speak text that waited this long without a sentence or
+    clause boundary (0 = off; None = the config's, `tts.max_buffer_flush_ms` by default).
+    """
     if voice is None or isinstance(voice, str):
         voice = load_voice(voice)
-    return TTSStreamer(voice, config)
+    return TTSStreamer(voice, _with_flush(config, max_buffer_flush_ms))
+
+
+def _with_flush(config: StreamerConfig | None, flush_ms: float | None) -> StreamerConfig | None:
+    if flush_ms is None:
+        return config
+    if flush_ms < 0:
+        raise ValueError(f"max_buffer_flush_ms must be >= 0 (0 = off), not {flush_ms}")
+    return replace(config or StreamerConfig(), max_buffer_flush_ms=float(flush_ms))

@@ -205,10 +205,17 @@ class PiperVoice:
 
     def prepare(self, text: str, normalize: bool | None = None) -> list[Prepared]:
         """Phonemize `text` (may hold several sentences) and run the front part for each."""
+        return list(self.iter_prepare(text, normalize))
+
+    def iter_prepare(self, text: str, normalize: bool | None = None) -> Iterator[Prepared]:
+        """`prepare`, one sentence at a time: the front part of sentence k+1 runs at the next `next()`.
+
+        The streamer's front stage hands each sentence to the decoder as soon as
+        it is ready instead of after the last sentence of the text.
+        """
         t0 = time.perf_counter()
         sentences = self.sentences(text, normalize)
         share = (time.perf_counter() - t0) / max(1, len(sentences))
-        out = []
         for sentence_text, phonemes, ids in sentences:
             t = time.perf_counter()
             if self.can_stream:
@@ -220,8 +227,7 @@ class PiperVoice:
                 prepared = Prepared(sentence_text, "".join(phonemes), ids, 0, None,
                                     np.asarray(audio, np.float32).reshape(-1), 0.0)
             prepared.prepare_s = share + time.perf_counter() - t
-            out.append(prepared)
-        return out
+            yield prepared
 
     def _inputs(self, ids: list[int]) -> dict[str, np.ndarray]:
         feeds = {
