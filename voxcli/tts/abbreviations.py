@@ -48,12 +48,18 @@ TABLE: Final[tuple[Abbreviation, ...]] = (
     _t("Gov", "Governor"), _t("Sen", "Senator"), _t("Rep", "Representative"), _t("Gen", "General"),
     _t("Col", "Colonel"), _t("Capt", "Captain"), _t("Lt", "Lieutenant"), _t("Sgt", "Sergeant"),
     _t("Rev", "Reverend"), _t("Hon", "Honorable"), _t("Fr", "Father"), _t("Mt", "Mount"), _t("Ft", "Fort"),
+    _t("Pres", "President"), _t("Supt", "Superintendent"), _t("Maj", "Major"), _t("Adm", "Admiral"),
     *(Abbreviation(w, s, Kind.INSIDE) for w, s in (
         ("e.g", "for example"), ("i.e", "that is"), ("vs", "versus"), ("cf", "compare"),
         ("approx", "approximately"), ("ca", "circa"), ("viz", "namely"))),
     *(Abbreviation(w, s, Kind.ENDABLE) for w, s in (
         ("etc", "et cetera"), ("Jr", "Junior"), ("Sr", "Senior"), ("Inc", "Incorporated"), ("Ltd", "Limited"),
-        ("Co", "Company"), ("a.m", "AM"), ("p.m", "PM"), ("A.M", "AM"), ("P.M", "PM"))),
+        ("Co", "Company"), ("Corp", "Corporation"), ("Dept", "Department"), ("Ave", "Avenue"),
+        ("Blvd", "Boulevard"), ("Rd", "Road"), ("a.m", "AM"), ("p.m", "PM"), ("A.M", "AM"), ("P.M", "PM"),
+        # Months: "Dec. 1" is no sentence end (a digit follows), "in Dec. Then" is.
+        ("Jan", "January"), ("Feb", "February"), ("Mar", "March"), ("Apr", "April"), ("Jun", "June"),
+        ("Jul", "July"), ("Aug", "August"), ("Sep", "September"), ("Sept", "September"), ("Oct", "October"),
+        ("Nov", "November"), ("Dec", "December"))),
     *(Abbreviation(w, s, Kind.BEFORE_NUMBER) for w, s in (
         ("No", "number"), ("Nos", "numbers"), ("Nr", "number"), ("p", "page"), ("pp", "pages"),
         ("Fig", "figure"), ("Figs", "figures"), ("Vol", "volume"), ("Ch", "chapter"), ("Sec", "section"),

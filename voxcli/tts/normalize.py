@@ -1,13 +1,22 @@
-"""Text normalization before espeak-ng: make text say what a reader would say.
+"""Text normalization before espeak-ng: the words a reader would say, in plain letters.
 
 espeak-ng reads "Dr." as a sentence end ("Dr. Smith" becomes two
 utterances), "$3.50" as "dollar three point five zero", "10:00" as "ten zero
-zero", "1984" as "nineteen hundred eighty four", and stops a sentence at
-"e.g., I". It also spells markup and drops emoji silently or oddly. This
-layer rewrites those spans into plain words espeak reads right, and strips
-what cannot be spoken (control characters, markup, emoji). Everything else
-(ordinals, percentages, decimals, large numbers) espeak already reads well
-and is left alone. Pure functions, no model: tested in isolation.
+zero", "1984" as "nineteen hundred eighty four", a phone number as one huge
+number and a URL letter by letter. This module is the one normalization
+path (the streamer calls `speakable` once per chunk, the voice's own pass is
+off): it strips what cannot be spoken (control characters, markup, emoji),
+then hands the text through small rule modules, in an order where each rule
+sees the characters it needs before a later one turns them into words:
+
+1. `contacts`: URLs, e-mails, phone numbers, @handles, #hashtags (their dots and digits are not numbers);
+2. the shared abbreviation table (`abbreviations`, also used by the chunker): "Dr.", "No. 5", "Dec. 1";
+3. `dates`: dates and clock times; 4. `money`; 5. `units` and percentages;
+6. `numbers`: years, ranges, ordinals, decimals, negatives, any digits left;
+7. `symbols`: "&", "+", "=", and Roman numerals in names.
+
+Every number leaves as words (num2words spells them, `voxcli.tts.numbers`),
+so the output is exactly what is spoken. Pure functions, no model.
 """
 from __future__ import annotations
 
@@ -15,12 +24,11 @@ import re
 import unicodedata
 from typing import Final
 
-from voxcli.tts import abbreviations
+from voxcli.tts import abbreviations, contacts, dates, money, numbers, symbols, units
 from voxcli.tts.abbreviations import Kind
+from voxcli.tts.alignment import SpokenWord, align
+from voxcli.tts.dates import DEFAULT_DATE_ORDER, DateOrder
 
-_CURRENCIES: Final = {"$": ("dollar", "dollars", "cent", "cents"), "€": ("euro", "euros", "cent", "cents"),
-                      "£": ("pound", "pounds", "penny", "pence")}
-_SCALES: Final = "thousand|million|billion|trillion"
 _QUOTES: Final = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
                                 "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u2033": '"',
                                 "\u00ab": '"', "\u00bb": '"', "\u00a0": " ", "\u2009": " ", "\u202f": " "})
@@ -32,38 +40,45 @@ _HTML_TAG = re.compile(r"</?[A-Za-z][^<>]{0,200}>")
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\s]*\)")
 _MD_CODE = re.compile(r"`+")
 _MD_EMPHASIS = re.compile(r"(\*{1,3}|_{2,3})(?=\S)(.+?)(?<=\S)\1")
-_MD_HEADER = re.compile(r"^[ \t]*#{1,6}[ \t]+", re.MULTILINE)
-_MD_BULLET = re.compile(r"^[ \t]*[-*+][ \t]+", re.MULTILINE)
-_PRICE = re.compile(
-    rf"([$€£])\s?(\d{{1,3}}(?:,\d{{3}})+|\d+)(?:\.(\d{{1,2}}))?(\s?(?:{_SCALES})\b)?(?!\.?\d)")
-_TIME = re.compile(r"\b([01]?\d|2[0-3]):([0-5]\d)\b(?!:\d)")
-_YEAR = re.compile(r"(?<![\d$€£.,:/-])\b(1[1-9]\d\d)(s?)\b(?![.,:/]?\d|%)")
+_MD_LINE_START = re.compile(r"^[ \t]*(?:(?:#{1,6}|[-*+])[ \t]+)+", re.MULTILINE)  # headers, bullets, "- - item"
 _ABBREVIATION = re.compile(r"(?<![\w.])(" + "|".join(
     re.escape(a.written) for a in sorted(abbreviations.TABLE, key=lambda a: len(a.written), reverse=True)
 ) + r")\.(,?)(?=\s|$)")
 _SPACES = re.compile(r"[ \t]+")
 
 
-def normalize_text(text: str) -> str:
-    """Rewrite `text` so espeak-ng reads it as a person would; never raises."""
-    text = strip_unspeakable(text)
-    text = strip_markup(text)
-    text = _YEAR.sub(_year, text)  # before prices: their output has bare numbers
-    text = _PRICE.sub(_price, text)
-    text = _TIME.sub(_time, text)
-    text = _ABBREVIATION.sub(_abbreviation, text)
+def normalize_text(text: str, date_order: DateOrder = DEFAULT_DATE_ORDER) -> str:
+    """Rewrite `text` into the words a person would say; never raises.
+
+    `date_order`: how to read "1/12/2026" (`DateOrder.MDY`, the default: January twelfth;
+    `DateOrder.DMY`: the first of December).
+    """
+    text = strip_markup(strip_unspeakable(text))
+    text = contacts.rewrite(text)
+    text = _ABBREVIATION.sub(_abbreviation, text)  # before numbers: "No. 5" and "Dec. 1" need the digit
+    text = dates.rewrite(text, date_order)
+    text = money.rewrite(text)
+    text = units.rewrite(text)
+    text = numbers.rewrite(text)
+    text = symbols.rewrite(text)
     return _SPACES.sub(" ", text).strip()
 
 
-def speakable(text: str) -> str:
+def speakable(text: str, date_order: DateOrder = DEFAULT_DATE_ORDER) -> str:
     """The words to give the voice for one chunk, or "" when there is nothing to say (whitespace, emoji).
 
     This is the one pass over the text: markup and unspeakable characters are
     stripped here once, so the streamer hands the result to the voice with its
     own normalization off.
     """
-    text = normalize_text(text)
+    text = normalize_text(text, date_order)
     return text if any(ch.isalnum() for ch in text) else ""
+
+
+def spoken_words(text: str, date_order: DateOrder = DEFAULT_DATE_ORDER) -> list[SpokenWord]:
+    """The words `speakable(text)` gives the voice, each with the span of `text` it was read from
+    ("$3.50" -> three, dollars, and, fifty, cents, all pointing at "$3.50"): for word timings and subtitles."""
+    return align(text, speakable(text, date_order))
 
 
 def strip_unspeakable(text: str) -> str:
@@ -94,47 +109,9 @@ def strip_markup(text: str) -> str:
     """Remove HTML tags and Markdown syntax, keeping the words."""
     text = _HTML_TAG.sub(" ", text)
     text = _MD_LINK.sub(r"\1", text)
-    text = _MD_HEADER.sub("", text)
-    text = _MD_BULLET.sub("", text)
+    text = _MD_LINE_START.sub("", text)
     text = _MD_EMPHASIS.sub(r"\2", text)
     return _MD_CODE.sub("", text)
-
-
-def _price(m: re.Match[str]) -> str:
-    one, many, cent, cents = _CURRENCIES[m.group(1)]
-    whole = m.group(2).replace(",", "")
-    fraction = m.group(3)
-    scale = (m.group(4) or "").strip()
-    if scale:  # "$1.5 million" -> "1.5 million dollars"
-        number = whole + (f".{fraction}" if fraction else "")
-        return f"{number} {scale} {many}"
-    parts = []
-    if int(whole) or not fraction:
-        parts.append(f"{whole} {one if int(whole) == 1 else many}")
-    if fraction:
-        value = int(fraction.ljust(2, "0"))
-        if value:
-            parts.append(f"{value} {cent if value == 1 else cents}")
-    return " and ".join(parts)
-
-
-def _say_pair(head: int | str, tail: int, zero: str, suffix: str = "") -> str:
-    """Times and years are read the same way: "10 oh 5" / "19 oh 5", "10 30" / "19 84"; a zero tail is `zero`."""
-    if tail == 0:
-        return f"{head} {zero}{suffix}"
-    if tail < 10:
-        return f"{head} oh {tail}{suffix}"
-    return f"{head} {tail}{suffix}"
-
-
-def _time(m: re.Match[str]) -> str:
-    return _say_pair(int(m.group(1)), int(m.group(2)), "o'clock")
-
-
-def _year(m: re.Match[str]) -> str:
-    """1984 -> "19 84", 1905 -> "19 oh 5", 1900 -> "19 hundred", 1990s -> "19 90s"."""
-    year, plural = m.group(1), m.group(2)
-    return _say_pair(year[:2], int(year[2:]), "hundred", plural)
 
 
 def _abbreviation(m: re.Match[str]) -> str:
