@@ -1,4 +1,4 @@
-"""The latency budget of one voice turn, and the chunk schedule check for incremental TTS.
+"""The latency budget of one voice turn: seven terms, two of them in parallel.
 
 Why a model and not just a stopwatch: a voice turn is a chain of stages owned
 by different components (network, VAD, ASR, LLM, TTS), and two of them run at
@@ -10,16 +10,21 @@ can only proceed when *both* are done. So
             + TTS first audio + downlink
 
 and shortening the shorter of the two parallel terms gains nothing. This
-module is pure (no I/O, no clocks): the CLI fills the terms from presets,
-flags, the config file or measurements, and renders what this computes.
+module is pure (no I/O, no clocks): `ledger_knobs` derives the terms from the
+seed's knobs (chunk size, agreement n, first TTS chunk, endpoint hold,
+network), `ledger_measure` measures them on this machine, the CLI renders.
 
-The schedule check answers the other question of incremental TTS: once the
-first chunk plays, is each next chunk ready before the previous one finishes?
+An engine may not achieve the overlap: `asr_start_ms` says when the ASR tail
+really starts after the end of speech (0 = with the hold, as the seed's
+instrument assumes; the hold itself when the final decode waits for the
+endpoint), `endpoint_start_ms` when its hold starts counting (a VAD's decay
+after the last speech sample). The parallel branch then ends at
+max(hold start + hold, ASR start + tail).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Final, Sequence
+from typing import Final
 
 #: Typical gap between turns in human conversation, across ten languages
 #: (Stivers et al. 2009, "Universals and cultural variation in turn-taking in
@@ -70,6 +75,32 @@ class TurnBudget:
     """First text chunk to the TTS's first audio chunk (TTFA)."""
     downlink_ms: float
     """First audio from the server to the listener's ear (network, jitter buffer, playout)."""
+    asr_start_ms: float = 0.0
+    """When the ASR tail starts after the end of speech: 0 = in parallel with the hold (the seed's
+    rule); up to the hold (+ VAD decay) for an engine that decodes only once the endpoint fired."""
+    endpoint_start_ms: float = 0.0
+    """When the hold starts counting after the last speech sample: 0 in the seed's instrument; a
+    VAD's decay (it scores speech a while after it stops) in a real engine."""
+
+    @property
+    def hold_end_ms(self) -> float:
+        return self.endpoint_start_ms + self.endpoint_ms
+
+    @property
+    def parallel_end_ms(self) -> float:
+        """End of the parallel branch, from the end of speech: max(hold, ASR start + tail)."""
+        return max(self.hold_end_ms, self.asr_start_ms + self.asr_tail_ms)
+
+    @property
+    def overlap_ms(self) -> float:
+        """How much of the ASR tail ran while the hold was counting."""
+        lo = max(self.asr_start_ms, self.endpoint_start_ms)
+        return max(0.0, min(self.hold_end_ms, self.asr_start_ms + self.asr_tail_ms) - lo)
+
+    @property
+    def possible_overlap_ms(self) -> float:
+        """The most that could: min(hold, tail)."""
+        return min(self.endpoint_ms, self.asr_tail_ms)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -78,50 +109,16 @@ class TurnBudget:
                 raise ValueError(f"{f.name} must be a finite number >= 0, got {v!r}")
 
     def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+        """The seven terms (and the two start offsets when an engine was measured not to start at 0)."""
+        d = asdict(self)
+        for k in ("asr_start_ms", "endpoint_start_ms"):
+            if not d[k]:
+                del d[k]
+        return d
 
     def with_overrides(self, **overrides: float | None) -> "TurnBudget":
         """A copy with the given terms replaced (None means keep)."""
         return replace(self, **{k: float(v) for k, v in overrides.items() if v is not None})
-
-
-# Where the preset numbers come from (also rendered by `voxcli ledger --help`).
-PRESET_SOURCES: Final = {
-    "default": (
-        "The design notes' reference turn for a cloud voice agent: 95 ms each way "
-        "(20 ms capture/Opus frame + ~40 ms network + ~35 ms jitter buffer), a 250 ms "
-        "VAD silence hold, a 350 ms ASR tail (Moonshine tiny re-decoding a ~11 s "
-        "utterance on 2 cores, cf. MODELS.md: 238 ms at 8 s, 372 ms at 12 s), 30 ms of "
-        "in-datacenter hops, 375 ms to the first token of a hosted LLM, 100 ms TTS "
-        "first audio. Total 1,045 ms."
-    ),
-    "webrtc": (
-        "Same server side as default, with a WebRTC transport: uplink 50 ms "
-        "(20 ms Opus frame + ~10 ms encode/packetize + ~20 ms regional network), "
-        "downlink 70 ms (~20 ms network + ~40 ms adaptive jitter buffer + ~10 ms "
-        "playout). Assumed typical figures, not measured here."
-    ),
-    "telephony": (
-        "Same server side as default, reached over the phone network: 150 ms each way "
-        "(ITU-T G.114 treats up to 150 ms one-way mouth-to-ear as acceptable; PSTN/"
-        "mobile calls with a SIP gateway commonly sit there) and 60 ms of hops (the "
-        "gateway/media server adds one bridge). Assumed, not measured here."
-    ),
-}
-
-PRESETS: Final = {
-    "default": TurnBudget(95, 250, 350, 30, 375, 100, 95),
-    "webrtc": TurnBudget(50, 250, 350, 30, 375, 100, 70),
-    "telephony": TurnBudget(150, 250, 350, 60, 375, 100, 150),
-}
-
-
-def preset(name: str) -> TurnBudget:
-    """The preset of that name; ValueError listing the known ones otherwise."""
-    try:
-        return PRESETS[name]
-    except KeyError:
-        raise ValueError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})") from None
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ class Ledger:
     @property
     def critical_parallel(self) -> str | None:
         """'endpoint_ms' or 'asr_tail_ms', whichever is longer; None when they tie."""
-        e, a = self.budget.endpoint_ms, self.budget.asr_tail_ms
+        e, a = self.budget.hold_end_ms, self.budget.asr_start_ms + self.budget.asr_tail_ms
         return None if e == a else ("endpoint_ms" if e > a else "asr_tail_ms")
 
     @property
@@ -177,16 +174,20 @@ class Ledger:
             f"({100.0 * getattr(b, dom) / self.total_ms if self.total_ms else 0:.0f}%)."
         ]
         crit = self.critical_parallel
-        if crit is None:
+        if b.asr_start_ms > 0 or b.endpoint_start_ms > 0:
+            lines.append(self._overlap_line())
+        if b.asr_start_ms >= b.hold_end_ms > 0:
+            pass  # serial: the overlap line said it all
+        elif crit is None:
             lines.append(
-                f"Endpoint hold and ASR tail tie at {b.endpoint_ms:.0f} ms; shortening either one alone gains nothing."
+                f"Endpoint hold and ASR tail tie at {b.hold_end_ms:.0f} ms; shortening either one alone gains nothing."
             )
         else:
             other = "asr_tail_ms" if crit == "endpoint_ms" else "endpoint_ms"
             lines.append(
                 f"{LABELS[crit][0].upper()}{LABELS[crit][1:]} is on the critical path; shortening the {LABELS[other]} gains nothing, "
-                f"and it can grow by {abs(b.endpoint_ms - b.asr_tail_ms):.0f} ms for free "
-                f"(it only matters once it exceeds {getattr(b, crit):.0f} ms)."
+                f"and it can grow by {abs(b.hold_end_ms - b.asr_start_ms - b.asr_tail_ms):.0f} ms for free "
+                f"(it only matters once it exceeds {getattr(b, other) + abs(b.hold_end_ms - b.asr_start_ms - b.asr_tail_ms):.0f} ms)."
             )
         if self.total_ms <= HUMAN_TURN_GAP_MS:
             lines.append(f"Total {self.total_ms:.0f} ms: as fast as a human turn gap (~{HUMAN_TURN_GAP_MS:.0f} ms).")
@@ -202,9 +203,23 @@ class Ledger:
             )
         return lines
 
+    def _overlap_line(self) -> str:
+        b = self.budget
+        lost = b.parallel_end_ms - max(b.hold_end_ms, b.asr_tail_ms)
+        head = (f"After the end of speech the hold starts at {b.endpoint_start_ms:.0f} ms and the ASR tail at "
+                f"{b.asr_start_ms:.0f} ms: {b.overlap_ms:.0f} of a possible {b.possible_overlap_ms:.0f} ms of the "
+                "tail overlaps the hold")
+        if lost <= 0:
+            return head + " (the engine runs them in parallel, as the seed says it should)."
+        return head + f"; starting the final decode at silence onset would save {lost:.0f} ms."
+
     def to_dict(self) -> dict:
+        b = self.budget
         return {
-            "terms": self.budget.to_dict(),
+            "terms": b.to_dict(),
+            "overlap": {"endpoint_start_ms": b.endpoint_start_ms, "asr_start_ms": b.asr_start_ms,
+                        "overlap_ms": b.overlap_ms,
+                        "possible_overlap_ms": b.possible_overlap_ms, "parallel_end_ms": b.parallel_end_ms},
             "total_ms": self.total_ms,
             "critical_parallel": self.critical_parallel,
             "dominant": self.dominant,
@@ -228,10 +243,10 @@ class Ledger:
 
 
 def total_ms(b: TurnBudget) -> float:
-    """uplink + max(endpoint hold, ASR tail) + hops + LLM first token + TTS first audio + downlink."""
+    """uplink + max(hold, ASR start + tail) + hops + LLM first token + TTS first audio + downlink."""
     return (
         b.uplink_ms
-        + max(b.endpoint_ms, b.asr_tail_ms)
+        + b.parallel_end_ms
         + b.hops_ms
         + b.llm_ttft_ms
         + b.tts_first_audio_ms
@@ -255,114 +270,15 @@ def compute(b: TurnBudget, step_ms: float = 100.0) -> Ledger:
     t = 0.0
     segs.append(Segment("uplink_ms", t, t + b.uplink_ms, True))
     t += b.uplink_ms
-    longest = max(b.endpoint_ms, b.asr_tail_ms)
-    for term in PARALLEL:
-        v = getattr(b, term)
-        segs.append(Segment(term, t, t + v, v == longest, slack_ms=longest - v))
+    longest = b.parallel_end_ms
+    serial = b.asr_start_ms >= b.hold_end_ms > 0  # the tail waited for the hold: both are on the path
+    for term, start in (("endpoint_ms", b.endpoint_start_ms), ("asr_tail_ms", b.asr_start_ms)):
+        end = start + getattr(b, term)
+        crit = end == longest or (serial and term == "endpoint_ms")
+        segs.append(Segment(term, t + start, t + end, crit, slack_ms=0.0 if crit else longest - end))
     t += longest
     for term in ("hops_ms", "llm_ttft_ms", "tts_first_audio_ms", "downlink_ms"):
         v = getattr(b, term)
         segs.append(Segment(term, t, t + v, True))
         t += v
     return Ledger(b, t, tuple(segs), sensitivity(b, step_ms), step_ms)
-
-
-# --------------------------------------------------------------------------------------
-# Chunk schedule check for incremental TTS
-
-
-@dataclass(frozen=True)
-class ScheduledChunk:
-    """One TTS chunk under the schedule model (all times in seconds from text available)."""
-
-    index: int
-    words: int
-    audio_s: float
-    """Spoken length: words / wpm * 60."""
-    synth_s: float
-    """Producer time for this chunk: RTF x audio + per-chunk overhead."""
-    ready_s: float
-    """When the chunk's audio exists (the producer is serial, so times accumulate)."""
-    play_start_s: float
-    play_end_s: float
-    slack_s: float | None
-    """Previous chunk's playback end minus this chunk's ready time (None for the first chunk)."""
-    underrun_s: float
-    """Length of the silent hole before this chunk (0 when it was ready in time)."""
-
-
-@dataclass(frozen=True)
-class Schedule:
-    chunks: tuple[ScheduledChunk, ...]
-    rtf: float
-    overhead_s: float
-    wpm: float
-
-    @property
-    def first_audio_s(self) -> float:
-        return self.chunks[0].ready_s if self.chunks else 0.0
-
-    @property
-    def underruns(self) -> list[ScheduledChunk]:
-        return [c for c in self.chunks if c.underrun_s > 0.0]
-
-    @property
-    def safe(self) -> bool:
-        return not self.underruns
-
-    @property
-    def end_s(self) -> float:
-        return self.chunks[-1].play_end_s if self.chunks else 0.0
-
-    def to_dict(self) -> dict:
-        return {
-            "rtf": self.rtf,
-            "overhead_s": self.overhead_s,
-            "wpm": self.wpm,
-            "safe": self.safe,
-            "first_audio_s": self.first_audio_s,
-            "end_s": self.end_s,
-            "underrun_total_s": sum(c.underrun_s for c in self.chunks),
-            "chunks": [asdict(c) for c in self.chunks],
-        }
-
-
-def schedule(words: Sequence[int], *, rtf: float, overhead_s: float, wpm: float = 150.0) -> Schedule:
-    """Simulate a serial producer feeding a real-time player.
-
-    Model (the one that gives the design notes' 1.74 s hole): all text is
-    available at t=0; chunk k takes `rtf * audio_k + overhead` to synthesize
-    and the producer starts chunk k+1 as soon as chunk k is done, so
-    ready_k = sum_{i<=k}(rtf * audio_i + overhead). Playback starts when chunk
-    1 is ready and never waits for anything but audio: chunk k starts at
-    max(ready_k, end of chunk k-1); if ready_k is later, the listener hears a
-    hole of ready_k - end_{k-1}.
-
-    Example: 3/8/16 words at 150 wpm are 1.2/3.2/6.4 s of audio. With RTF 0.9
-    and 60 ms overhead chunk 1 is ready at 1.14 s and plays until 2.34 s;
-    chunk 2 is ready at 1.14 + 0.9*3.2 + 0.06 = 4.08 s: a 1.74 s hole. With
-    RTF 0.3, chunk 2 is ready at 1.44 s while chunk 1 plays until 1.62 s: safe.
-    """
-    if wpm <= 0:
-        raise ValueError("wpm must be > 0")
-    if rtf < 0 or overhead_s < 0:
-        raise ValueError("rtf and overhead must be >= 0")
-    if any(w <= 0 for w in words):
-        raise ValueError("every chunk needs at least one word")
-    out: list[ScheduledChunk] = []
-    ready = 0.0
-    prev_end: float | None = None
-    for i, w in enumerate(words):
-        audio = w * 60.0 / wpm
-        synth = rtf * audio + overhead_s
-        ready += synth
-        if prev_end is None:
-            start, slack, hole = ready, None, 0.0
-        else:
-            slack = prev_end - ready
-            start = max(ready, prev_end)
-            hole = max(0.0, -slack)
-        end = start + audio
-        out.append(ScheduledChunk(i, int(w), audio, synth, ready, start, end, slack, hole))
-        prev_end = end
-    return Schedule(tuple(out), rtf, overhead_s, wpm)

@@ -5,17 +5,18 @@ measured and assumed figures is only honest if the reader can tell them apart:
 
 - TTS first audio: a quick warm TTFA measurement on the local voice (median of
   a few runs of one sentence), else the latest `voxcli bench` history entry.
-- ASR tail: the streaming ASR's final commit, i.e. one decode of the whole
-  utterance buffer (what the streamer runs at the endpoint), timed on real
-  speech (beckett.wav, 10 s); median of 3. Skipped when the ASR is missing.
-- Endpoint hold: the configured `[asr] endpoint_ms` (else `[ledger]`).
+- ASR tail and its start: the installed streamer, run at real time with the
+  knobs in force on real speech (`ledger_overlap`): the final decode alone
+  (median of 3) and when it started after the end of speech, i.e. how much
+  of it the engine really overlapped with the hold.
+- Endpoint hold, agreement, step, TTS first chunk: the configuration in force
+  (`engine_knobs`: config resolve(), else the engine's defaults).
 - LLM first token: median `llm_ttft_ms` of the last turns in chat's turn log.
 """
 from __future__ import annotations
 
 import importlib.util
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -28,12 +29,15 @@ Note = Callable[[str], None]
 class Measurement:
     value_ms: float
     source: str
-    """Short tag for the table: measured | bench history | config | turn log."""
+    """Short tag for the table: measured | bench history | config | env | engine default | turn log."""
     detail: str
     """One sentence: how it was obtained."""
+    data: dict[str, Any] | None = None
+    """The raw figures behind it (e.g. the overlap timeline), for --json."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value_ms": round(self.value_ms, 2), "source": self.source, "detail": self.detail}
+        d = {"value_ms": round(self.value_ms, 2), "source": self.source, "detail": self.detail}
+        return d if self.data is None else {**d, "data": self.data}
 
 
 def measure_tts_first_audio(runs: int = 5, voice: str | None = None) -> Measurement:
@@ -59,44 +63,92 @@ def tts_from_history() -> Measurement | None:
     return Measurement(value, "bench history", f"TTFA p50 of the bench run at {entry.get('timestamp')}")
 
 
-def measure_asr_tail(runs: int = 3, offline: bool | None = None) -> Measurement | None:
-    """Time of the final decode of a 10 s real utterance (None when the ASR is not available)."""
+def measure_asr(knobs: Any, offline: bool | None = None) -> dict[str, Measurement] | None:
+    """ASR tail and when it starts, from the installed streamer run with the knobs in force.
+
+    None when the streaming ASR is not installed. See `voxcli.bench.ledger_overlap`.
+    """
     if importlib.util.find_spec("voxcli.asr.streamer") is None:
         return None
-    from voxcli.audio.files import read_audio
-    from voxcli.asr.models import load_asr
-    from voxcli.hub.resolve import resolve_model
+    from voxcli.bench.ledger_overlap import measure_overlap
 
-    model, _vad = load_asr(offline=offline)
-    wav = resolve_model("speech-samples", kind="data", offline=offline).file("beckett.wav")
-    audio, _ = read_audio(wav, rate=16000)
-    model.transcribe(audio[:16000])  # warm-up: first call allocates
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        model.transcribe(audio)
-        times.append((time.perf_counter() - t0) * 1000.0)
-    return Measurement(statistics.median(times), "measured",
-                       f"median of {runs} final decodes of a {audio.size / 16000:.1f} s utterance (beckett.wav)")
+    o = measure_overlap(hold_ms=knobs.endpoint_ms, agreement=knobs.agreement, step_ms=int(knobs.chunk_ms),
+                        offline=offline)
+    data = o.to_dict()
+    how = (f"{len(o.runs)} real-time runs of the streamer, hold {o.hold_ms:.0f} ms, "
+           + ("speculative final decode" if o.speculative else "final decode after the endpoint"))
+    return {
+        "asr_tail_ms": Measurement(o.tail_ms, "measured",
+                                   "median of 3 final decodes of the last utterance of beckett.wav", data),
+        "asr_start_ms": Measurement(o.asr_start_ms, "measured", (
+            f"the final transcript existed {o.ready_ms:.0f} ms after the end of speech and reached the caller at "
+            f"{o.final_ms:.0f} ms ({how}): the tail ran {o.overlap_ms:.0f} of a possible "
+            f"{o.possible_overlap_ms:.0f} ms during the hold"), data),
+        "endpoint_start_ms": Measurement(o.hold_start_ms, "measured", (
+            f"the endpoint fired {o.confirm_ms:.0f} ms after the last speech sample: the hold started counting "
+            f"{o.hold_start_ms:.0f} ms late (the VAD's decay)"), data),
+    }
+
+
+def engine_knobs(cfg: Any, network: str) -> tuple[Any, dict[str, str]]:
+    """The knobs the engine runs with: hold, agreement, step (the ASR "chunk") and the TTS first chunk.
+
+    Read where the engine reads them (config resolve() and the engine defaults), each with its source.
+    """
+    from voxcli import config as C
+    from voxcli.bench.ledger_knobs import Knobs
+    from voxcli.tts.chunker import ChunkerConfig
+
+    keys = C.config_keys()
+
+    def value(key: str, default: Any) -> tuple[Any, str]:
+        if key not in keys:
+            return default, "engine default"
+        v = C.resolve(key, None, config=cfg)
+        return (default if v is None else v), cfg.sources.get(key, "engine default")
+
+    hold, hold_src = value("asr.endpoint_ms", C.DEFAULT_ENDPOINT_MS)
+    n, n_src = value("asr.agreement", C.DEFAULT_AGREEMENT)
+    step, step_src = value("asr.step_ms", C.DEFAULT_STEP_MS)
+    words, words_src = value("tts.first_words", ChunkerConfig().first_words)
+    words = words or 12  # first chunk off: the first clause, assumed 12 words
+    knobs = Knobs(chunk_ms=float(step), agreement=int(n), first_chunk_words=int(words),
+                  endpoint_ms=float(hold), network=network)
+    return knobs, {"endpoint_ms": hold_src, "agreement": n_src, "chunk_ms": step_src, "first_chunk_words": words_src}
+
+
+def _turn_terms(term: str, last: int) -> list[float]:
+    if importlib.util.find_spec("voxcli.chat.turnlog") is None:
+        return []
+    from voxcli.chat.turnlog import read_turns
+
+    return [
+        float(t["terms"][term])
+        for t in read_turns(last=last)
+        if isinstance(t.get("terms"), dict) and isinstance(t["terms"].get(term), (int, float))
+    ]
+
+
+def measured_turns(predicted_ms: float, last: int = 20) -> dict[str, Any] | None:
+    """The chat turns really measured (turn log `total_ms`) next to the ledger's prediction; None without turns."""
+    values = _turn_terms("total_ms", last)
+    if not values:
+        return None
+    p50 = statistics.median(values)
+    return {"turns": len(values), "total_ms_p50": round(p50, 2), "predicted_ms": round(predicted_ms, 2),
+            "prediction_error_pct": round(100.0 * (predicted_ms - p50) / p50, 1) if p50 else None}
 
 
 def llm_ttft_from_turn_log(last: int = 20) -> Measurement | None:
-    if importlib.util.find_spec("voxcli.chat.turnlog") is None:
-        return None
-    from voxcli.chat.turnlog import read_turns
-
-    values = [
-        float(t["terms"]["llm_ttft_ms"])
-        for t in read_turns(last=last)
-        if isinstance(t.get("terms"), dict) and isinstance(t["terms"].get("llm_ttft_ms"), (int, float))
-    ]
+    values = _turn_terms("llm_ttft_ms", last)
     if not values:
         return None
     return Measurement(statistics.median(values), "turn log", f"median LLM first token of the last {len(values)} chat turns")
 
 
-def measure_terms(cfg: Any, on_note: Note = lambda s: None, offline: bool | None = None) -> dict[str, Measurement]:
-    """Every term we can measure or read here; the others stay assumed (the caller marks them)."""
+def measure_terms(cfg: Any, knobs: Any, knob_sources: dict[str, str], on_note: Note = lambda s: None,
+                  offline: bool | None = None) -> dict[str, Measurement]:
+    """Every term we can measure or read here; the others stay derived from the knobs (the caller marks them)."""
     out: dict[str, Measurement] = {}
     try:
         out["tts_first_audio_ms"] = measure_tts_first_audio(voice=cfg.tts.voice)
@@ -106,17 +158,17 @@ def measure_terms(cfg: Any, on_note: Note = lambda s: None, offline: bool | None
             out["tts_first_audio_ms"] = hist
         on_note(f"TTS first audio not measured ({e}); " + ("using the bench history" if hist else "assumed"))
     try:
-        asr = measure_asr_tail(offline=offline)
+        asr = measure_asr(knobs, offline=offline)
         if asr is not None:
-            out["asr_tail_ms"] = asr
+            out.update(asr)
         else:
             on_note("ASR tail assumed: the streaming ASR is not installed")
-    except (VoxError, ImportError) as e:
+    except (VoxError, ImportError, RuntimeError) as e:
         on_note(f"ASR tail assumed: {e}")
-    endpoint = cfg.asr.endpoint_ms if cfg.asr.endpoint_ms is not None else cfg.ledger.endpoint_ms
-    if endpoint is not None:
-        section = "asr" if cfg.asr.endpoint_ms is not None else "ledger"
-        out["endpoint_ms"] = Measurement(endpoint, "config", f"[{section}] endpoint_ms in {cfg.path}")
+    src = knob_sources["endpoint_ms"]
+    where = f"asr.endpoint_ms from the {src}" + (f" ({cfg.path})" if src == "config" else "")
+    out["endpoint_ms"] = Measurement(knobs.endpoint_ms, "engine default" if src == "engine default" else src,
+                                     f"the hold the engine uses: {where}")
     llm = llm_ttft_from_turn_log()
     if llm is not None:
         out["llm_ttft_ms"] = llm

@@ -1,4 +1,4 @@
-"""What `voxcli ledger` shows on stderr: the turn waterfall and the chunk schedule table.
+"""What `voxcli ledger` shows on stderr: the turn waterfall, the experiments, the frontier, the schedule.
 
 The waterfall puts every term on one time axis that starts at the end of the
 user's speech, so the eye sees what runs in parallel (endpoint hold and ASR
@@ -9,9 +9,10 @@ without colour (`voxcli.cli.views.grid`).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
-from voxcli.bench.ledger import HUMAN_TURN_GAP_MS, LABELS, LIMIT_MS, Ledger, Schedule
+from voxcli.bench.ledger import HUMAN_TURN_GAP_MS, LABELS, LIMIT_MS, Ledger
+from voxcli.bench.ledger_schedule import Schedule
 from voxcli.cli.views.grid import Cell, Column, Grid, Part, Styled, show, terminal_width
 
 FULL, SIDE, SLACK, REF, LIMIT_REF = "█", "▒", "·", "┊", "│"
@@ -79,15 +80,77 @@ def waterfall(led: Ledger, sources: dict[str, str], width: int = 60, show_sensit
     return [grid, legend, *notes, "", *led.explain()]
 
 
+def knob_lines(knobs: dict[str, Any], derivation: dict[str, Any]) -> list[Part]:
+    """The knobs in one line, then how they made the ASR tail and the TTS first audio."""
+    w = knobs["first_chunk_words"]
+    a, t = derivation["asr_tail_parts"], derivation["tts_first_audio_parts"]
+    return [
+        (f"knobs: chunk {knobs['chunk_ms']:.0f} ms, agreement {knobs['agreement']}, first chunk {w} "
+         f"word{'s' if w != 1 else ''}, hold {knobs['endpoint_ms']:.0f} ms, network {knobs['network']}", ""),
+        (f"ASR tail {sum(a.values()):.0f} = {a['chunk_ms']:.0f} chunk + {a['stability_ms']:.0f} stability "
+         f"(n-1 chunks) + {a['compute_ms']:.0f} compute; TTS first audio "
+         f"{t['overhead_ms'] + t['synthesis_ms']:.0f} = {t['overhead_ms']:.0f} overhead + "
+         f"{t['synthesis_ms']:.0f} synthesis of {t['audio_ms']:.0f} ms of audio", "dim"),
+    ]
+
+
 def show_ledger(led: Ledger, sources: dict[str, str], details: dict[str, dict[str, Any]], preset: str, *,
-                sensitivity: bool = False, fancy: bool | None = None) -> None:
-    """`voxcli ledger`: title, waterfall sized to the terminal, then how each measured term was measured."""
+                sensitivity: bool = False, fancy: bool | None = None, knobs: dict[str, Any] | None = None,
+                derivation: dict[str, Any] | None = None, turns: dict[str, Any] | None = None) -> None:
+    """`voxcli ledger`: title, knobs, waterfall sized to the terminal, then how each measured term was measured."""
     fixed = 36 + max(len(v) for v in sources.values()) + (6 if sensitivity else 0)
     width = max(24, min(72, terminal_width() - fixed))
     parts: list[Part] = [[("Turn latency", "bold"), (f", preset {preset}", "")]]
+    if knobs is not None and derivation is not None:
+        parts += knob_lines(knobs, derivation)
     parts += waterfall(led, sources, width=width, show_sensitivity=sensitivity)
-    parts += [(f"{LABELS[t]}: {d['value_ms']:.0f} ms, {d['detail']}", "dim") for t, d in details.items()]
+    names = {**LABELS, "asr_start_ms": "ASR start", "endpoint_start_ms": "hold start"}
+    parts += [(f"{names.get(t, t)}: {d['value_ms']:.0f} ms, {d['detail']}", "dim")
+              for t, d in details.items()]
+    if turns is not None:
+        parts.append(f"Chat turns measured (turn log, median of {turns['turns']}): {turns['total_ms_p50']:.0f} ms; "
+                     f"this ledger predicts {turns['predicted_ms']:.0f} ms"
+                     + ("." if turns["prediction_error_pct"] is None else f" ({turns['prediction_error_pct']:+.1f} %)."))
     show(parts, fancy=fancy)
+
+
+def show_experiments(runs: Sequence[Any], *, fancy: bool | None = None) -> None:
+    """`voxcli ledger experiments`: one row per experiment, the claim and what the instrument gives."""
+    grid = Grid([Column("#", "right"), Column("experiment"), Column("result"), Column("")])
+    for i, e in enumerate(runs, 1):
+        f = e.figures
+        if "added_ms" in f:
+            result = f"{f['total_ms_1_word']:.0f} -> {f['total_ms_12_words']:.0f} ms (+{f['added_ms']:.0f})"
+        elif "asr_tail_parts" in f:
+            p = f["asr_tail_parts"]
+            result = (f"tail {p['chunk_ms']:.0f} + {p['stability_ms']:.0f} + {p['compute_ms']:.0f} ms; "
+                      f"total {f['total_ms']:.0f} ms")
+        elif "total_ms_by_chunk_ms_hold_250" in f:
+            a, b = f["total_ms_by_chunk_ms_hold_250"], f["total_ms_by_chunk_ms_hold_500"]
+            result = (f"hold 250: {' '.join(f'{v:.0f}' for v in a.values())}; "
+                      f"hold 500: {min(b.values()):.0f}-{max(b.values()):.0f} ms")
+        else:
+            result = f"total {f['total_ms']:.0f} ms"
+        grid.add(str(i), e.name, result, ("holds", "green") if e.holds else ("DOES NOT HOLD", "bold red"))
+    notes: list[Part] = [(f"{i}. {e.claim}", "dim") for i, e in enumerate(runs, 1)]
+    show([("The seed's four experiments on the ledger", "bold"), grid, *notes], fancy=fancy)
+
+
+def show_frontier(points: Sequence[Any], info: dict[str, Any], *, fancy: bool | None = None) -> None:
+    """`voxcli ledger frontier`: one row per (n, chunk), frontier points starred."""
+    grid = Grid([Column("n", "right"), Column("chunk ms", "right"), Column("turn ms", "right"),
+                 Column("commit delay ms", "right"), Column("flicker /100 w", "right"), Column("retracted", "right"),
+                 Column("")])
+    for p in points:
+        grid.add(str(p.agreement), f"{p.chunk_ms:.0f}", f"{p.turn_ms:.0f}", f"{p.commit_delay_ms:.0f}",
+                 (f"{p.flicker:.1f}", "bold" if p.flicker else "green"), str(p.retracted),
+                 ("*", "bold cyan") if p.pareto else "")
+    head: Part = (f"Latency vs flicker: {info['decodes']} re-decodes of {info['audio']} ({info['audio_s']} s) "
+                  f"every {info['grid_ms']:g} ms, {info['decode_s']} s of decoding", "dim")
+    notes: list[Part] = ["* on the frontier: no other point has both a shorter turn and less flicker",
+                         ("flicker: stable words later retracted per 100 final words (LocalAgreement-n as the "
+                          "seed writes it, on the recognizer's real hypotheses)", "dim")]
+    show([head, grid, *notes], fancy=fancy)
 
 
 def schedule_parts(s: Schedule) -> list[Part]:
