@@ -7,6 +7,7 @@ never pulls in onnxruntime, typer or rich until a function is used.
     s = voxcli.open_tts_streamer()
     s.send("Hello "); s.send("world."); s.finish()
     for chunk in s.output: ...
+    for r in voxcli.transcribe_many(["talks/"], out_dir="subs", format="srt"): ...
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ __all__ = [
     "load_voice",
     "open_asr_streamer",
     "pull",
+    "transcribe_many",
     "VoxError",
 ]
 
@@ -28,6 +30,7 @@ _LAZY = {
     "load_voice": ("voxcli.tts.streamer", "load_voice"),
     "open_asr_streamer": ("voxcli.asr.streamer", "open_asr_streamer"),
     "pull": ("voxcli.hub.pull", "pull"),
+    "transcribe_many": ("voxcli.corpus.asr_job", "transcribe_many"),
     "VoxError": ("voxcli.errors", "VoxError"),
 }
 

@@ -154,3 +154,37 @@ def test_ctrl_c_exits_130_and_leaves_no_file(real_cache: Path, tmp_path: Path) -
     assert proc.wait(30) == 130
     assert list(tmp_path.iterdir()) == [], "no half-written output, no temp file"
     assert "Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+
+
+def test_dataset_from_a_list_on_stdin(real_cache: Path, tmp_path: Path) -> None:
+    """`speak --from - --out-dir DIR`: wavs/ + LJSpeech metadata.csv; stdout stays empty without --json."""
+    out = tmp_path / "ds"
+    r = invoke("speak", "--from", "-", "--out-dir", str(out), "--jobs", "1", "--prefix", "vx",
+               input="First line here.\n\n  Second line, 2 words.  \n")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout == "" and "2/2 files" in r.stderr
+    assert (out / "metadata.csv").read_text().splitlines() == [
+        "vx-00001|First line here.|First line here.", "vx-00002|Second line, 2 words.|Second line, two words."]
+    assert sf.info(str(out / "wavs" / "vx-00002.wav")).duration > 0.8
+    again = invoke("speak", "--from", "-", "--out-dir", str(out), "--prefix", "vx", "--json", input="First line here.\n")
+    assert again.exit_code == 0 and json.loads(again.stdout.splitlines()[0])["status"] == "skipped"
+
+
+def test_dataset_needs_from_and_out_dir(tmp_path: Path) -> None:
+    r = invoke("speak", "--out-dir", str(tmp_path / "ds"))
+    assert r.exit_code == 2 and "needs both --from" in r.stderr
+    r = invoke("speak", "hello", "--jobs", "2")
+    assert r.exit_code == 2 and "--from/--out-dir" in r.stderr
+
+
+def test_max_buffer_flush_ms_flag_and_env(real_cache: Path, tmp_path: Path, monkeypatch) -> None:
+    """H-tts's #13 item 4 flag: negative is a usage error; 0 (env) still speaks at boundaries."""
+    r = invoke("speak", "--max-buffer-flush-ms", "-5", "Hi.")
+    assert r.exit_code == 2
+    monkeypatch.setenv("VOXCLI_TTS_MAX_BUFFER_FLUSH_MS", "0")
+    out = tmp_path / "x.wav"
+    r = invoke("speak", "Hi there.", "-o", str(out))
+    assert r.exit_code == 0, r.stderr
+    assert sf.info(str(out)).duration > 0.3
+    r = invoke("speak", "Hi there.", "--max-buffer-flush-ms", "300", "-o", str(out))
+    assert r.exit_code == 0, r.stderr

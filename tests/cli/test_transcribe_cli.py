@@ -219,3 +219,64 @@ def test_a_view_that_prints_finals_itself_keeps_them_off_a_terminal_stdout(speec
     monkeypatch.setattr(sys, "stdout", out2)
     run_stream(file_chunks(audio(), 0, stop), open_asr_streamer(None, lockstep=True), False, "beckett", stop)
     assert len(view2.finals) == 6 and out2.getvalue() == ""  # the view printed them; stdout would repeat them
+
+
+def _batch_tree(root: Path, speech_samples) -> Path:
+    (root / "sub").mkdir(parents=True)
+    (root / "beckett.wav").write_bytes(speech_samples["beckett"].read_bytes())
+    (root / "sub" / "beckett2.flac").write_bytes(b"fLaC not really")  # corrupt: recorded, the batch goes on
+    return root
+
+
+def test_batch_into_out_dir_lists_failures_and_exits_1(speech_samples, tmp_path: Path) -> None:
+    tree = _batch_tree(tmp_path / "in", speech_samples)
+    out = tmp_path / "out"
+    r = invoke("transcribe", str(tree), "--out-dir", str(out), "--format", "srt", "--jobs", "1")
+    assert r.exit_code == 1 and r.stdout == ""
+    assert "FAILED" in r.stderr and "beckett2.flac" in r.stderr and "1 of 2 item(s) failed" in r.stderr
+    assert "2/2 files" in r.stderr and "audio-s/s" in r.stderr
+    srt = (out / "beckett.srt").read_text()
+    assert srt.startswith("1\n00:00:00,") and " --> " in srt
+    words = " ".join(x for x in srt.splitlines() if x and "-->" not in x and not x.isdigit())
+    assert wer(BECKETT_REF, words) < 0.35
+    assert not (out / "sub" / "beckett2.srt").exists()
+
+
+def test_batch_from_a_list_on_stdin_with_json_events(speech_samples, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = invoke("transcribe", "--from", "-", "--out-dir", str(out), "--json", "--jobs", "1",
+               input=f"# one file\n{speech_samples['beckett']}\n")
+    assert r.exit_code == 0, r.stderr
+    events = [json.loads(x) for x in r.stdout.splitlines()]
+    assert events[0]["event"] == "file" and events[0]["status"] == "done" and events[0]["audio_s"] > 9
+    assert events[-1]["event"] == "progress" and events[-1]["done"] == 1 and events[-1]["throughput"] > 0
+    assert wer(BECKETT_REF, (out / "beckett.txt").read_text()) < 0.35
+
+
+@pytest.mark.parametrize("args, message", [
+    (["a.wav", "b.wav"], "many inputs need --out-dir"),
+    (["--out-dir", "o", "--ship-audio", "x.wav"], "--ship-audio needs --ray"),
+    (["x.wav", "--jobs", "2"], "apply to --out-dir batches"),
+    (["--out-dir", "o", "--format", "docx", "x.wav"], "unknown format"),
+])
+def test_batch_usage_errors(args: list[str], message: str, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("a.wav", "b.wav", "x.wav"):
+        (tmp_path / name).write_bytes(b"")
+    r = invoke("transcribe", *args)
+    assert r.exit_code == 2 and message in r.stderr
+
+
+def test_plain_caption_view_shows_a_corrected_final_whole() -> None:
+    """A final that re-spells shown words (H-asr: finals are unforced decodes) is not lost on stderr."""
+    import io
+
+    from voxcli.cli.views.asr import PlainCaptionView, StreamStatus
+
+    buf, st = io.StringIO(), StreamStatus(0.0, 0.0, 0.0)
+    view = PlainCaptionView(buf)
+    view.update(Caption("times It was", "", False, 1.0, 1.0, 0), st)
+    view.update(Caption("times. It was the age.", "", True, 2.0, 2.0, 0), st)
+    view.update(Caption("Next", "", False, 3.0, 3.0, 1), st)
+    view.update(Caption("Next one.", "", True, 3.5, 3.5, 1), st)
+    assert buf.getvalue() == "times It was\ntimes. It was the age.\nNext one.\n"

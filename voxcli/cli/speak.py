@@ -22,6 +22,7 @@ import typer
 from voxcli.cli.errors import STATE, device_hint, guarded, writing_stdout
 from voxcli.cli.options import (JsonOpt, OfflineOpt, OutputDeviceOpt, OutputFileOpt,
                                 QuietOpt, VerboseOpt, VoiceOpt, command_config, flag)
+from voxcli.cli.corpus_run import BatchArgs, ForceOpt, JobsOpt, RayOpt, show_batch
 from voxcli.cli.views.tts import chunk_view, summary_line
 from voxcli.audio.pcm import check_rate
 from voxcli.errors import UsageError
@@ -44,6 +45,7 @@ as JSON lines instead (on stdout, or stderr with --raw).
   some-llm | voxcli speak -                     speak while text streams in
   voxcli speak --no-stream "Compare."           synthesize everything first
   voxcli speak "Hi." --json -o hi.wav           chunk events as JSON lines
+  voxcli speak --from lines.txt --out-dir ds    a TTS data set (LJSpeech layout)
 """
 
 FORMATS = ("s16le", "f32le")
@@ -172,7 +174,8 @@ def _check_args(text: str | None, output: Path | None, fmt: str, rate: int | Non
     return from_stdin
 
 
-def _chunks(voice: Any, text: str | None, from_stdin: bool, stream: bool) -> tuple[Any, Any, list[BaseException]]:
+def _chunks(voice: Any, text: str | None, from_stdin: bool, stream: bool,
+            flush_ms: float | None = None) -> tuple[Any, Any, list[BaseException]]:
     """(chunk iterator, streamer or None, errors of the stdin feeder)."""
     errors: list[BaseException] = []
     if not stream:
@@ -180,7 +183,7 @@ def _chunks(voice: Any, text: str | None, from_stdin: bool, stream: bool) -> tup
         if not full.strip():
             raise UsageError("no text to speak: the input is empty or only whitespace")
         return iter(_no_stream(voice, full)), None, errors
-    streamer = voice.open_stream()
+    streamer = voice.open_stream(max_buffer_flush_ms=flush_ms)
     if from_stdin:
         threading.Thread(target=_feed_stdin, args=(streamer, errors), daemon=True, name="voxcli-stdin").start()
     else:
@@ -199,12 +202,28 @@ def speak(
     voice: VoiceOpt = None,
     device: OutputDeviceOpt = None,
     stream: Annotated[bool, flag("--stream/--no-stream", help="Stream (default), or synthesize all text before playing (for comparison).")] = True,
+    max_buffer_flush_ms: Annotated[Optional[float], typer.Option(
+        "--max-buffer-flush-ms", min=0, show_default=False,
+        help="Speak text that waited this long (ms) without a sentence or clause boundary, "
+             "e.g. an LLM that stalls mid-clause; 0 = only at boundaries "
+             "(default: config tts.max_buffer_flush_ms, 1500).")] = None,
+    from_list: Annotated[Optional[str], typer.Option("--from", help="A data set: speak each line of this file (- for stdin) into --out-dir.", show_default=False)] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="With --from: wavs/<id>.wav per line + metadata.csv (LJSpeech), resumable.", show_default=False)] = None,
+    prefix: Annotated[str, typer.Option("--prefix", help="With --from: utterance ids are PREFIX-00001, ...")] = "line",
+    jobs: JobsOpt = None,
+    ray: RayOpt = None,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     offline: OfflineOpt = False,
 ) -> None:
     """Speak text (the `voxcli speak` command)."""
+    if from_list is not None or out_dir is not None:
+        _dataset(text, from_list, out_dir, prefix, BatchArgs("wav", voice, 0, jobs, ray, False, force), json_out, quiet)
+        return
+    if jobs is not None or ray is not None or force:
+        raise UsageError("--jobs, --ray and --force apply to --from/--out-dir data sets")
     fmt = fmt.lower()
     from_stdin = _check_args(text, output, fmt, rate)
 
@@ -213,6 +232,7 @@ def speak(
 
     cfg = command_config()
     voice_name = resolve("tts.voice", voice, config=cfg)
+    flush_ms = resolve("tts.max_buffer_flush_ms", max_buffer_flush_ms, config=cfg)
     device = resolve("devices.output", device, config=cfg)
     tts = load_voice(voice_name, offline=STATE.offline or None)
     with device_hint("speak"):
@@ -221,7 +241,7 @@ def speak(
     view = None if (quiet or json_out) else chunk_view()
     streamer = None
     try:
-        chunks, streamer, errors = _chunks(tts, text, from_stdin, stream)
+        chunks, streamer, errors = _chunks(tts, text, from_stdin, stream, flush_ms)
         last: AudioChunk | None = None
         for chunk in chunks:
             if json_out:
@@ -250,6 +270,27 @@ def speak(
         if view is not None:
             view.close()
         raise
+
+
+def _dataset(text: Optional[str], from_list: Optional[str], out_dir: Optional[Path], prefix: str, a: BatchArgs,
+             json_out: bool, quiet: bool) -> None:
+    """`speak --from lines.txt --out-dir DIR`: one WAV per line and metadata.csv, through the corpus batch."""
+    from voxcli.config import resolve
+    from voxcli.corpus.tts_job import speak_events
+
+    if from_list is None or out_dir is None:
+        raise UsageError("a data set needs both --from LINES and --out-dir DIR")
+    if text is not None:
+        raise UsageError("give the text either as an argument or with --from, not both")
+    try:
+        raw = sys.stdin.read() if from_list == "-" else Path(from_list).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{from_list}: cannot read the lines ({getattr(e, 'strerror', None) or e})") from None
+    lines = [s for line in raw.splitlines() if (s := line.strip())]
+    voice = resolve("tts.voice", a.model, config=command_config())
+    events = speak_events(lines, out_dir, voice=voice, jobs=a.jobs, ray=a.ray, prefix=prefix, force=a.force,
+                          offline=STATE.offline or None)
+    show_batch(events, out_dir, json_out, quiet)
 
 
 def register(app: typer.Typer) -> None:

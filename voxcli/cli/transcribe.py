@@ -13,7 +13,8 @@ import os
 import sys
 import threading
 import time
-from typing import Annotated, Callable, Iterable, Iterator, Optional
+from pathlib import Path
+from typing import Annotated, Callable, Iterable, Iterator, List, Optional
 
 import numpy as np
 import typer
@@ -22,6 +23,7 @@ from voxcli.cli.errors import STATE, device_hint, err, guarded, writing_stdout
 from voxcli.cli.options import (AgreementOpt, EndpointMsOpt, InputDeviceOpt, JsonOpt, ModelOpt, OfflineOpt,
                                 QuietOpt, SpeedOpt, StepMsOpt, VerboseOpt, command_config, flag)
 from voxcli.audio.pcm import MAX_RATE, MIN_RATE
+from voxcli.cli.corpus_run import BatchArgs, ForceOpt, JobsOpt, RayOpt, ShipAudioOpt, run_corpus
 from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
 from voxcli.errors import UsageError
 
@@ -39,6 +41,13 @@ Live captions go to stderr (stable words normal, tentative words grey);
 stdout gets the committed text, one line per utterance (with --json: JSON
 lines, one per caption, then a stats record).
 
+Many inputs (files, directories, globs, --from list.txt) with --out-dir are
+a batch: one transcript per file in the same relative layout, written
+atomically, never over a newer file; a manifest in the directory makes a
+re-run skip what is done and retry what failed; --jobs N worker processes
+(default: the cores) or --ray ADDRESS for a Ray cluster (`local` starts one). Exit 1 if any
+file failed (each failure is listed and recorded).
+
 [bold]Examples[/bold]
 
   voxcli transcribe meeting.wav                     print the transcript
@@ -48,6 +57,9 @@ lines, one per caption, then a stats record).
   arecord -f S16_LE -r 16000 -c 1 | voxcli transcribe -
   sox in.mp3 -t raw -r 16000 -e signed -b 16 -c 1 - | voxcli transcribe -
   voxcli transcribe talk.wav --live --speed 0 --json | jq -r 'select(.is_final) | .stable'
+  voxcli transcribe podcasts/ --out-dir subs --format srt      a whole tree, all cores
+  voxcli transcribe --from list.txt --out-dir out --jobs 4     re-run: resumes, retries failures
+  voxcli transcribe calls/ --out-dir out --ray HEAD:6379       on a Ray cluster
 """
 
 
@@ -266,7 +278,7 @@ def _open_source(file: Optional[str], use_stdin: bool, live_args: tuple[int, str
 
 @guarded
 def transcribe(
-    file: Annotated[Optional[str], typer.Argument(metavar="[FILE|-]", help="Audio file, or - for raw PCM on stdin.", show_default=False)] = None,
+    files: Annotated[Optional[List[str]], typer.Argument(metavar="[FILE|DIR|GLOB|-]...", help="Audio file(s), directories, globs, or - for raw PCM on stdin.", show_default=False)] = None,
     live: Annotated[bool, flag("--live", help="Stream: the mic without FILE, or FILE paced at --speed.")] = False,
     speed: SpeedOpt = 1.0,
     model: ModelOpt = None,
@@ -276,7 +288,13 @@ def transcribe(
     agreement: AgreementOpt = DEFAULT_AGREEMENT,
     rate: Annotated[int, typer.Option("--rate", min=MIN_RATE, max=MAX_RATE, help="Sample rate of stdin PCM.")] = SR,
     device: InputDeviceOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="Stdin PCM format: s16le or f32le.")] = "s16le",
+    fmt: Annotated[Optional[str], typer.Option("--format", help="Stdin PCM format: s16le (default) or f32le; with --out-dir the transcript format: txt (default), json, srt or vtt.", show_default=False)] = None,
+    out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="Transcribe many inputs into this directory (same relative layout, a manifest to resume).", show_default=False)] = None,
+    from_list: Annotated[Optional[str], typer.Option("--from", help="Also read input paths from this list file, one per line (- for stdin).", show_default=False)] = None,
+    jobs: JobsOpt = None,
+    ray: RayOpt = None,
+    ship_audio: ShipAudioOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -286,8 +304,21 @@ def transcribe(
     from voxcli.asr.streamer import open_asr_streamer
     from voxcli.config import resolve
 
+    files = files or []
+    if out_dir is not None or from_list is not None or len(files) > 1 or any(os.path.isdir(f) for f in files):
+        cfg = command_config()
+        run_corpus(files, from_list, out_dir, BatchArgs(fmt or "txt", resolve("asr.model", model, config=cfg),
+                                                        int(resolve("asr.endpoint_ms", endpoint_ms, config=cfg)),
+                                                        jobs, ray, ship_audio, force), json_out, quiet)
+        return
+    if jobs is not None or ray is not None or ship_audio or force:
+        raise UsageError("--jobs, --ray, --ship-audio and --force apply to --out-dir batches")
+    file = files[0] if files else None
+    fmt = fmt or "s16le"
     if fmt not in ("s16le", "f32le"):
-        raise UsageError(f"unknown PCM format {fmt!r}", hint="use --format s16le or --format f32le")
+        hint = ("transcript formats apply to batches: add --out-dir DIR" if fmt in ("txt", "json", "srt", "vtt")
+                else "use --format s16le or --format f32le")
+        raise UsageError(f"unknown PCM format {fmt!r}", hint=hint)
     use_stdin = file == "-" or (file is None and not live and not sys.stdin.isatty())
     if file is None and not live and not use_stdin:
         raise UsageError("nothing to transcribe", hint="give a FILE, `-` for raw PCM on stdin, or --live for the microphone")

@@ -60,6 +60,13 @@ class PlainCaptionView:
         self._open = False
 
     def update(self, cap: Caption, status: StreamStatus) -> None:
+        if cap.is_final and cap.stable and self._shown and not cap.stable.startswith(self._shown):
+            # The final decode re-spelled or corrected words already shown: end that line and
+            # show the authoritative final whole, rather than losing its tail (H-asr request 2).
+            self.stream.write("\n" + cap.stable + "\n")
+            self.stream.flush()
+            self._shown, self._open = "", False
+            return
         if cap.stable.startswith(self._shown) and len(cap.stable) > len(self._shown):
             self.stream.write(cap.stable[len(self._shown) :].lstrip() if not self._shown else cap.stable[len(self._shown) :])
             self._shown, self._open = cap.stable, True
@@ -127,3 +134,75 @@ def caption_view(stdout_is_terminal: bool) -> CaptionView:
     if fancy_terminal(sys.stderr):
         return RichCaptionView(echo_finals=True)
     return PlainCaptionView(sys.stderr)
+
+
+def failure(r) -> str:
+    """`input: error`, without naming the input twice (decoder errors start with the path)."""
+    return r.error if r.error and r.error.startswith(r.input) else f"{r.input}: {r.error}"
+
+
+class PlainBatchView:
+    """Corpus batches off a terminal: a line per failure or kept file, a progress line every few seconds.
+
+    Why throttled: a log of ten thousand files needs the failures and a pulse, not a line per success.
+    """
+
+    def __init__(self, stream: IO[str] | None = None, every_s: float = 5.0) -> None:
+        import time
+
+        self.stream, self.every_s, self._clock = stream or sys.stderr, every_s, time.monotonic
+        self._last = self._clock()
+
+    def file(self, r) -> None:  # a voxcli.corpus.progress.FileResult
+        if r.status == "failed":
+            self.stream.write(f"FAILED {failure(r)}\n")
+        elif r.status == "kept":
+            self.stream.write(f"kept {r.output}: {r.error}\n")
+        self.stream.flush()
+
+    def progress(self, p, final: bool = False) -> None:  # a voxcli.corpus.progress.Progress
+        if final or self._clock() - self._last >= self.every_s:
+            self._last = self._clock()
+            self.stream.write(p.line() + "\n")
+            self.stream.flush()
+
+    def close(self) -> None:
+        pass
+
+
+class RichBatchView(PlainBatchView):
+    """On a terminal: failures scroll above one live progress line."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+        from rich.text import Text
+
+        super().__init__()
+        self._text = Text
+        self.console = Console(stderr=True, highlight=False)
+        self._live = Live(Text("starting…", style="dim"), console=self.console, refresh_per_second=4,
+                          transient=True, redirect_stdout=False, redirect_stderr=False)
+        self._live.start()
+
+    def file(self, r) -> None:
+        if r.status in ("failed", "kept"):
+            self._live.console.print(self._text(f"FAILED {failure(r)}" if r.status == "failed" else
+                                                f"kept {r.output}: {r.error}",
+                                                style="red" if r.status == "failed" else "yellow"))
+
+    def progress(self, p, final: bool = False) -> None:
+        self._live.update(self._text(p.line(), style="dim"))
+        if final:
+            self.close()
+            self.console.print(p.line())
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def batch_view(quiet: bool) -> PlainBatchView | None:
+    """The progress display of a corpus batch (None when --quiet or --json)."""
+    if quiet:
+        return None
+    return RichBatchView() if fancy_terminal(sys.stderr) else PlainBatchView(sys.stderr)
