@@ -111,3 +111,46 @@ SUMMARY = {
     "retractions": 0, "commit_delay_p50_s": 0.5, "commit_delay_p95_s": 1.0, "worker_rtf": 0.2, "max_lag_s": 0.4,
     "peak_rss_mb": 300.0, "speed": 0.0, "step_ms": 500, "agreement": 2, "endpoint_ms": 500,
 }
+
+
+def test_two_models_side_by_side_in_one_run(speech_samples, tmp_path) -> None:
+    """`-m A -m B`: the single-model schema for A, plus both models under "models" (issue 16)."""
+    from tests.whisper.conftest import installed
+
+    installed("whisper-tiny-en")
+    ref = tmp_path / "beckett.txt"
+    ref.write_text(BECKETT_REF)
+    r = CliRunner().invoke(app, ["bench", "asr", str(speech_samples["beckett"]), "--ref", str(ref), "--speed", "0",
+                                 "-m", "moonshine-tiny-en", "-m", "whisper-tiny-en", "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"] == "moonshine-tiny-en" and doc["summary"] == doc["models"][0]["summary"]
+    assert [m["model"] for m in doc["models"]] == ["moonshine-tiny-en", "whisper-tiny-en"]
+    for m in doc["models"]:
+        assert set(m["summary"]) >= set(SUMMARY) | {"emitted_wer", "final_delay_p50_s"}
+        assert m["files"][0]["file"] == "beckett.wav" and m["summary"]["emitted_wer"] <= 0.1
+        assert m["summary"]["batch_wer"] <= 0.1 and m["summary"]["retractions"] == 0
+        assert m["summary"]["peak_rss_mb"] > 50 and m["load_s"] > 0
+    assert "moonshine-tiny-en: beckett.wav" in r.stderr and "whisper-tiny-en: beckett.wav" in r.stderr
+
+
+def test_compare_view_has_a_row_per_model(capsys) -> None:
+    from voxcli.cli.views.bench import show_asr_compare
+
+    show_asr_compare([("moonshine-tiny-en", 0.3, SUMMARY), ("whisper-tiny-en", 1.2, {**SUMMARY, "batch_wer": 0.05})],
+                     fancy=False)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("bench asr: 2 models, 1 file(s)")
+    rows = {line.split()[0]: line.split() for line in lines if line.split() and line.split()[0].endswith("-en")}
+    assert rows["moonshine-tiny-en"][1:3] == ["0.0%", "12.5%"] and rows["whisper-tiny-en"][1] == "5.0%"
+
+
+def test_end_of_speech_to_final_on_scripted_captions() -> None:
+    from voxcli.bench.asr import final_delays
+
+    caps = [Caption("a", "", True, 3.0, 3.4, 0), Caption("b", "", False, 5.0, 5.1, 1), Caption("b c", "", True, 8.0, 8.3, 1),
+            Caption("d", "", True, 9.0, 9.5, 2)]
+    ends = {0: 2.5, 1: 7.5}  # utterance 2 ended with the input: no confirmed endpoint, no figure
+    assert final_delays(caps, ends, speed=1.0) == pytest.approx([0.9, 0.8])
+    assert final_delays(caps, ends, speed=2.0) == pytest.approx([2.15, 4.55])
+    assert final_delays(caps, ends, speed=0.0) == []  # lockstep: no wall clock to compare with

@@ -1,24 +1,65 @@
 """Which recognizer a model name means, and loading it with the VAD.
 
-One place decides how a bundle becomes an `ASREngine` (today Moonshine, by
-the bundle's kind), so adding a runtime touches this file and the catalog,
-never the streamer: the streamer only calls `transcribe(audio, prompt)`.
+One place decides how a bundle becomes an `ASREngine`, so adding a runtime
+touches this file and the catalog, never the streamer: the streamer only
+calls `transcribe(audio, prompt)`. The catalog entry says which runtime
+(`runtime = "moonshine" | "whisper-ct2"`); a model pulled from a URL or a
+path has no entry, so its files decide (`model.bin` -> CTranslate2 Whisper,
+`.ort` graphs -> Moonshine).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
+
+from voxcli.errors import UsageError
 
 if TYPE_CHECKING:
     from voxcli.asr.endpointer import FrameScorer
     from voxcli.asr.streamer import ASREngine
+    from voxcli.hub.resolve import ModelBundle
+
+DEFAULT_ASR: Final = "moonshine-tiny-en"
+"""The fast tier: real time with room to spare on 2 cores."""
+RUNTIMES: Final = ("moonshine", "whisper-ct2")
+
+
+def runtime_of(bundle: "ModelBundle") -> str:
+    """The runtime a bundle needs: the catalog's `runtime`, else guessed from its files."""
+    declared = bundle.entry.extra.get("runtime") if bundle.entry is not None else None
+    if declared:
+        if declared not in RUNTIMES:
+            raise UsageError(f"{bundle.name}: unknown ASR runtime {declared!r} (known: {', '.join(RUNTIMES)})")
+        return str(declared)
+    names = set(bundle.files)
+    if "model.bin" in names or "model.bin.part1" in names:
+        return "whisper-ct2"
+    return "moonshine"
+
+
+def load_engine(bundle: "ModelBundle", *, threads: int | None = None) -> "ASREngine":
+    """The `ASREngine` of a resolved ASR bundle."""
+    if runtime_of(bundle) == "whisper-ct2":
+        try:
+            import ctranslate2  # noqa: F401
+        except ImportError:
+            raise UsageError(
+                f"{bundle.name} needs the CTranslate2 runtime, which is not installed",
+                hint="pip install 'voxcli[whisper]'",
+            ) from None
+        from voxcli.runtimes.whisper_ct2 import WhisperCT2
+        from voxcli.runtimes.whisper_parts import model_dir
+
+        return WhisperCT2.load(model_dir(bundle.path, bundle.derived_dir), name=bundle.name, threads=threads)
+    from voxcli.runtimes.moonshine import MoonshineASR
+
+    return MoonshineASR.load(bundle.path, name=bundle.name, threads=threads)
 
 
 def load_asr(model: str | None = None, *, offline: bool | None = None,
              threads: int | None = None) -> tuple["ASREngine", "FrameScorer"]:
     """Resolve and load the ASR model and the VAD (both through the registry)."""
     from voxcli.hub.resolve import resolve_model
-    from voxcli.runtimes.moonshine import MoonshineASR
     from voxcli.runtimes.silero_vad import SileroVAD
 
-    bundle = resolve_model(model or "moonshine-tiny-en", kind="asr", offline=offline)
-    return MoonshineASR.load(bundle.path, name=bundle.name, threads=threads), SileroVAD.resolve(offline=offline)
+    bundle = resolve_model(model or DEFAULT_ASR, kind="asr", offline=offline)
+    return load_engine(bundle, threads=threads), SileroVAD.resolve(offline=offline)

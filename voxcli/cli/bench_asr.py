@@ -14,12 +14,12 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from voxcli.cli.complete import complete_asr_model
 from voxcli.cli.errors import STATE, err, guarded
 from voxcli.cli.options import (
     AgreementOpt,
     EndpointMsOpt,
     JsonOpt,
-    ModelOpt,
     OfflineOpt,
     QuietOpt,
     SpeedOpt,
@@ -42,12 +42,15 @@ unpaced, every step decoded). Exits 1 if any stable text was retracted.
 
 REFS are text files, one per FILE in the same order; without --ref, FILE's
 sibling with the extension .txt is used. The model and --endpoint-ms default
-to the config's asr.model and asr.endpoint_ms (or VOXCLI_ASR_*).
+to the config's asr.model and asr.endpoint_ms (or VOXCLI_ASR_*). Repeat
+--model to compare models on the same files in one run (one model loaded at
+a time; each model's peak memory is its own); --json then adds "models".
 
 [bold]Examples[/bold]
 
   voxcli bench asr beckett.wav two_cities.wav --ref beckett.txt --ref two_cities.txt
   voxcli bench asr talk.wav --speed 0 --json | jq .summary
+  voxcli bench asr beckett.wav -m moonshine-tiny-en -m whisper-tiny-en   # side by side
 """
 
 
@@ -68,7 +71,10 @@ def bench_asr(
     step_ms: StepMsOpt = DEFAULT_STEP_MS,
     agreement: AgreementOpt = DEFAULT_AGREEMENT,
     endpoint_ms: EndpointMsOpt = None,
-    model: ModelOpt = None,
+    models: Annotated[Optional[list[str]], typer.Option(
+        "--model", "-m", help="ASR model; repeat to compare models side by side on the same files "
+        "(default: config asr.model, else the catalog's).", autocompletion=complete_asr_model,
+        show_default=False)] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -78,35 +84,39 @@ def bench_asr(
     from voxcli.asr.models import load_asr
     from voxcli.audio.files import audio_info, read_audio
     from voxcli.audio.pcm import sanitize
-    from voxcli.bench.asr import BenchConfig, run_bench
-    from voxcli.cli.views.bench import asr_file_line, show_asr
+    from voxcli.bench.asr import BenchConfig, run_models
+    from voxcli.cli.views.bench import asr_file_line, show_asr, show_asr_compare
     from voxcli.config import resolve
 
     refs = refs or [str(Path(f).with_suffix(".txt")) for f in files]
     if len(refs) != len(files):
         raise UsageError(f"{len(files)} file(s) but {len(refs)} --ref", hint="give one --ref per FILE, in order")
     cfg = command_config()
-    model = resolve("asr.model", model, config=cfg)
+    names = list(dict.fromkeys(models or [resolve("asr.model", None, config=cfg)]))
     endpoint = int(resolve("asr.endpoint_ms", endpoint_ms, config=cfg))
     texts = [_reference(r) for r in refs]
-    for f in files:  # every header checked before the model loads; the audio is decoded one file at a time
+    for f in files:  # every header checked before a model loads; the audio is decoded one file at a time
         audio_info(f)
-    items = ((f, sanitize(read_audio(f, rate=16000)[0])[0], t) for f, t in zip(files, texts))
-    asr, vad = load_asr(model, offline=STATE.offline or None)
-    config = BenchConfig(speed=speed, step_ms=step_ms, agreement=agreement, endpoint_ms=endpoint)
 
-    def progress(fr: Any) -> None:
+    def items() -> Any:
+        return ((f, sanitize(read_audio(f, rate=16000)[0])[0], t) for f, t in zip(files, texts))
+
+    def progress(name: str, fr: Any) -> None:
         if not quiet:
-            err(asr_file_line(fr.to_dict()))
+            err((f"{name}: " if len(names) > 1 else "") + asr_file_line(fr.to_dict()))
 
-    result = run_bench(asr, vad, items, config, on_file=progress)
-    summary = result.summary()
-    name = getattr(asr, "name", None) or model or "default"
-    if json_out:
-        doc = {"model": name, "summary": summary, "files": [f.to_dict() for f in result.files]}
+    config = BenchConfig(speed=speed, step_ms=step_ms, agreement=agreement, endpoint_ms=endpoint)
+    runs = run_models(names, lambda n: load_asr(n, offline=STATE.offline or None), items, config, on_file=progress)
+    first = runs[0]
+    if json_out:  # the single-model schema (first model) plus every model under "models"
+        doc = {"model": first.model, "summary": first.result.summary(),
+               "files": [f.to_dict() for f in first.result.files], "models": [r.to_dict() for r in runs]}
         sys.stdout.write(json.dumps(doc) + "\n")
+    elif not quiet and len(runs) == 1:
+        show_asr(first.result.summary(), first.model)
     elif not quiet:
-        show_asr(summary, name)
-    if summary["retractions"]:
-        err(f"voxcli: error: {summary['retractions']} retraction(s) of stable text")
+        show_asr_compare([(r.model, r.load_s, r.result.summary()) for r in runs])
+    retracted = sum(r.result.summary()["retractions"] for r in runs)
+    if retracted:
+        err(f"voxcli: error: {retracted} retraction(s) of stable text")
         raise typer.Exit(int(ExitCode.ERROR))

@@ -140,8 +140,11 @@ def asr_summary_parts(s: dict[str, Any], model: str) -> list[Part]:
     grid = Grid([Column("metric"), Column("value", "right")])
     rows = [
         ("batch WER", f"{s['batch_wer']:.1%}"), ("streaming WER", f"{s['stream_wer']:.1%}"),
+        *([("WER as emitted", f"{s['emitted_wer']:.1%}")] if "emitted_wer" in s else []),
         ("retractions", str(s["retractions"])),
         ("commit delay p50", f"{s['commit_delay_p50_s']} s"), ("commit delay p95", f"{s['commit_delay_p95_s']} s"),
+        *([("speech end -> final p50", f"{s['final_delay_p50_s']} s"), ("speech end -> final p95",
+            f"{s['final_delay_p95_s']} s")] if s.get("final_delay_p50_s") is not None else []),
         ("worker RTF", f"{s['worker_rtf']:.2f}"), ("max lag", f"{s['max_lag_s']:.1f} s"),
         ("peak memory", f"{s['peak_rss_mb']:.0f} MB"),
     ]
@@ -155,3 +158,25 @@ def asr_summary_parts(s: dict[str, Any], model: str) -> list[Part]:
 
 def show_asr(summary: dict[str, Any], model: str, *, fancy: bool | None = None) -> None:
     show(asr_summary_parts(summary, model), fancy=fancy)
+
+
+def asr_compare_parts(runs: Sequence[tuple[str, float, dict[str, Any]]]) -> list[Part]:
+    """`bench asr -m A -m B`: one row per model, the same metrics as the single-model view."""
+    grid = Grid([Column("model"), Column("batch WER", "right"), Column("stream WER", "right"),
+                 Column("retract", "right"), Column("delay p50", "right"), Column("final p50", "right"),
+                 Column("RTF", "right"),
+                 Column("max lag", "right"), Column("peak MB", "right"), Column("load s", "right")])
+    for model, load_s, s in runs:
+        grid.add(model, f"{s['batch_wer']:.1%}", f"{s['stream_wer']:.1%}",
+                 (str(s["retractions"]), "bold red") if s["retractions"] else "0",
+                 f"{s['commit_delay_p50_s']} s", f"{s.get('final_delay_p50_s')} s", f"{s['worker_rtf']:.2f}", f"{s['max_lag_s']:.1f} s",
+                 f"{s['peak_rss_mb']:.0f}", f"{load_s:.1f}")
+    s = runs[0][2]
+    title = (f"bench asr: {len(runs)} models, {s['files']} file(s), {s['audio_s']:.1f} s, {s['ref_words']} words", "bold")
+    settings = (f"endpoint {s['endpoint_ms']:g} ms, step {s['step_ms']} ms, agreement {s['agreement']}, "
+                f"speed {s['speed']:g}", "dim")
+    return [title, settings, grid]
+
+
+def show_asr_compare(runs: Sequence[tuple[str, float, dict[str, Any]]], *, fancy: bool | None = None) -> None:
+    show(asr_compare_parts(runs), fancy=fancy)
