@@ -9,6 +9,8 @@ by voxcli's own voice, and reads the per-turn stamps from the turn log that
 
     python benchmarks/bench_turn.py --turns 10
     python benchmarks/bench_turn.py --turns 10 --endpoint-ms 300 --json
+    python benchmarks/bench_turn.py --turns 10 --endpoint semantic
+    python benchmarks/bench_turn.py --detector        # the turn detector on the labelled prefixes
 
 Why questions from our TTS: the machine has no microphone and model hubs are
 unreachable; the ASR still hears real synthesized speech, and the questions
@@ -67,13 +69,50 @@ def _pct(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
+def detector_report(threads: int = 1) -> dict:
+    """Precision/recall of "complete" on tests/chat/turn_prefixes.py, the hold it sets, its latency."""
+    import importlib.util
+
+    from voxcli.chat.turn_detector import load_turn_detector
+    from voxcli.config import DEFAULT_ENDPOINT_MS
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "chat" / "turn_prefixes.py"
+    spec = importlib.util.spec_from_file_location("turn_prefixes", path)
+    sets = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sets)  # type: ignore[union-attr]
+    det = load_turn_detector(threads=threads)
+    lat, scored = [], []
+    for label, texts in ((True, sets.COMPLETE), (False, sets.INCOMPLETE)):
+        for text in texts:
+            t0 = time.perf_counter()
+            scored.append((label, det.score(text)))
+            lat.append((time.perf_counter() - t0) * 1000)
+    thr = det.policy.threshold
+    tp = sum(1 for lab, s in scored if lab and s >= thr)
+    fp = sum(1 for lab, s in scored if not lab and s >= thr)
+    holds = {lab: [det.policy.hold_ms(s) for l2, s in scored if l2 == lab] for lab in (True, False)}
+    return {"n": len(scored), "threshold": thr, "threads": threads,
+            "precision": tp / max(tp + fp, 1), "recall": tp / len(sets.COMPLETE), "false_alarms": fp,
+            "vad_hold_ms": DEFAULT_ENDPOINT_MS,
+            "mean_hold_complete_ms": float(np.mean(holds[True])), "mean_hold_incomplete_ms": float(np.mean(holds[False])),
+            "mean_hold_saved_complete_ms": DEFAULT_ENDPOINT_MS - float(np.mean(holds[True])),
+            "latency_p50_ms": _pct(lat, 50), "latency_p95_ms": _pct(lat, 95)}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--max-tokens", type=int, default=40)
     ap.add_argument("--endpoint-ms", type=int, default=None)
+    ap.add_argument("--endpoint", choices=("vad", "semantic"), default=None)
+    ap.add_argument("--detector", action="store_true", help="evaluate the semantic turn detector only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.detector:
+        rep = detector_report()
+        print(json.dumps(rep, indent=2) if args.json else "\n".join(
+            f"{k:28s} {v:.3f}" if isinstance(v, float) else f"{k:28s} {v}" for k, v in rep.items()))
+        return 0
 
     with tempfile.TemporaryDirectory(prefix="vox-turn-") as tmp:
         tmpdir = Path(tmp)
@@ -83,6 +122,8 @@ def main() -> int:
                "-o", str(tmpdir / "replies.wav"), "--quiet"]
         if args.endpoint_ms is not None:
             cmd += ["--endpoint-ms", str(args.endpoint_ms)]
+        if args.endpoint is not None:
+            cmd += ["--endpoint", args.endpoint]
         for p in inputs:
             cmd += ["--input", str(p)]
         t0 = time.perf_counter()
@@ -109,7 +150,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
-    print(f"{len(turns)} turns, {wall:.1f} s wall (voxcli chat --llm local --max-tokens {args.max_tokens})")
+    print(f"{len(turns)} turns, {wall:.1f} s wall (voxcli chat --llm local --max-tokens {args.max_tokens}"
+          f"{' --endpoint ' + args.endpoint if args.endpoint else ''})")
     print(f"{'term':<20}{'p50':>9}{'p95':>9}{'min':>9}{'max':>9}")
     for term, s in summary.items():
         cells = "".join(f"{s[k]:9.0f}" if s[k] is not None else f"{'-':>9}" for k in ("p50", "p95", "min", "max"))

@@ -74,5 +74,5 @@ def test_a_key_echoed_in_the_answer_is_masked_in_history_events_and_turn_log(tur
     rec = next(e for e in seen if isinstance(e, TurnRecord))
     assert "Bearer <redacted>" in rec.assistant
     log = (isolated_env / "data" / "turns.jsonl").read_text()
-    everything = json.dumps(agent.history) + log + repr(seen)
+    everything = json.dumps(agent.history.messages) + log + repr(seen)
     assert KEY not in everything and "<redacted>" in log

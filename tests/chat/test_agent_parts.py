@@ -10,7 +10,7 @@ import pytest
 
 from voxcli.audio.virtual import VirtualSpeaker
 from voxcli.config import turn_log_path
-from voxcli.chat.agent import Span, heard_text, non_echo_words
+from voxcli.chat.heard import Span, heard_text, non_echo_words
 from voxcli.bench.ledger import TERMS
 from voxcli.chat.scripted_mic import ScriptedInput
 from voxcli.chat.turnlog import TurnClock, append_turn, make_record, read_turns

@@ -38,10 +38,12 @@ import json
 from voxcli.chat.models import ThreadBudget, open_chat_models
 m = open_chat_models(url="http://127.0.0.1:9/v1", budget=ThreadBudget(tts=1, asr=2, llm=0), max_tokens=16)
 intra = lambda s: s.get_session_options().intra_op_num_threads
+spin = lambda s: [s.get_session_options().get_session_config_entry(f"session.{p}.allow_spinning") for p in ("intra_op", "inter_op")]
+sessions = [*m.voice.engine.sessions(), m.asr.model.encoder, m.asr.model.decoder, m.vad.session]
 print(json.dumps({"llm": [type(m.llm).__name__, m.llm.max_tokens],
                   "tts": sorted({intra(s) for s in m.voice.engine.sessions()}),
                   "asr": sorted({intra(m.asr.model.encoder), intra(m.asr.model.decoder)}),
-                  "vad": intra(m.vad.session)}))
+                  "vad": intra(m.vad.session), "spinning": sorted({v for s in sessions for v in spin(s)})}))
 m.asr.cancel()
 """
 
@@ -56,7 +58,7 @@ def test_open_chat_models_gives_each_model_its_share(real_cache) -> None:
     out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {
-        "llm": ["OpenAICompatClient", 16], "tts": [1], "asr": [2], "vad": 1}
+        "llm": ["OpenAICompatClient", 16], "tts": [1], "asr": [2], "vad": 1, "spinning": ["0"]}
 
 
 def test_the_local_llm_gets_the_llm_share(real_cache) -> None:
@@ -65,3 +67,6 @@ def test_the_local_llm_gets_the_llm_share(real_cache) -> None:
 
     llm = open_llm(None, threads=thread_budget(2).llm)
     assert llm.config.threads == 1
+    opts = llm.engine._session.get_session_options()  # spinning off here too (issue 13, item 7)
+    assert opts.intra_op_num_threads == 1
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"

@@ -93,17 +93,25 @@ def test_two_turns_spoken_heard_answered_and_read_back(runner, turns, asr_model,
     assert len(recs) == 2 and not any(t["interrupted"] or t["cut_off"] for t in recs)
     assert "capital of france" in recs[0]["user"].lower()
     for t in recs:  # every latency term of the turn was measured, in order
-        assert 0 == t["speech_end_ms"] < t["endpoint_ms"] <= t["asr_final_ms"] <= t["llm_request_ms"]
+        assert 0 == t["speech_end_ms"] < t["endpoint_ms"] <= t["asr_final_ms"]
+        if t["preemptive"]:  # asked on the speculative final (during the hold): nothing played before the endpoint
+            assert t["endpoint_ms"] <= t["first_audio_ms"]
+        else:
+            assert t["asr_final_ms"] <= t["llm_request_ms"]
         assert t["llm_request_ms"] <= t["llm_first_token_ms"] <= t["first_audio_ms"]
         assert set(t["terms"]) >= {"endpoint_ms", "asr_tail_ms", "llm_ttft_ms", "tts_first_audio_ms"}
     assert any(e["event"] == "caption" and not e["is_final"] for e in evs)
     # The server saw the system prompt, the model name, the key, and the first exchange in the second request.
-    first, second = (rec.body for rec in srv.records)
+    # Q2 pauses after "Wait, stop.": a reply started on that speculative final is cancelled and counted.
+    wasted = sum(t["wasted_preemptive"] for t in recs)
+    assert len(srv.records) == 2 + wasted
+    first, second = srv.records[0].body, srv.records[-1].body
     assert first["model"] == "m1" and first["messages"][0] == {"role": "system", "content": "Be brief."}
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "user"]
     assert second["messages"][2]["content"].startswith("France is in central Europe.")
     assert srv.records[0].headers["authorization"] == f"Bearer {KEY}"
-    assert len({rec.client_port for rec in srv.records}) == 1  # one connection for the conversation
+    if not wasted:  # (a cancelled stream closes its connection)
+        assert len({rec.client_port for rec in srv.records}) == 1  # one connection for the conversation
     heard = hear(asr_model, out)
     assert "paris" in heard and "berlin" in heard, heard
     log = tmp_path / "data" / "turns.jsonl"
@@ -190,6 +198,30 @@ def test_usage_errors(runner, tmp_path):
     assert r.exit_code == 2 and "--output needs --input" in r.stderr
     r = runner.invoke(app, ["chat", "--input", str(tmp_path / "missing.wav")])
     assert r.exit_code == 2 and "missing.wav" in r.stderr
+
+
+def test_endpoint_mode_is_checked_before_models_load(runner, tmp_path, monkeypatch):
+    r = runner.invoke(app, ["chat", "--endpoint", "psychic"])
+    assert r.exit_code == 2 and "vad or semantic" in r.stderr and "Traceback" not in r.stderr
+    monkeypatch.setenv("VOXCLI_ASR_ENDPOINT", "sometimes")
+    r = runner.invoke(app, ["chat"])
+    assert r.exit_code == 2 and "asr.endpoint" in r.stderr
+
+
+def test_semantic_endpoint_answers_a_complete_question_after_the_short_hold(runner, turns, tmp_path):
+    """--endpoint semantic: "What is the capital of France?" is a complete thought, so the turn ends
+    after the detector's short hold (200 ms), not the VAD's 500 ms."""
+    from voxcli.chat.turn_detector import SEMANTIC_MIN_HOLD_MS
+
+    with ChatServer(Script(replies=["Paris."])) as srv:
+        r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--endpoint", "semantic",
+                                "--input", str(turns["q1"]), "--json", "--no-log"])
+    assert r.exit_code == 0, r.stderr
+    recs = [e for e in events(r.stdout) if e["event"] == "turn"]
+    assert len(recs) == 1 and "capital of france" in recs[0]["user"].lower()
+    # (stamps map samples to wall time at the 32 ms granularity of the mic's sends: a few ms either way)
+    assert SEMANTIC_MIN_HOLD_MS - 40 <= recs[0]["endpoint_ms"] < 400
+    assert recs[0]["first_audio_ms"] is not None
 
 
 def test_help_shows_config_section_names(runner):

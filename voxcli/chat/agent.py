@@ -13,7 +13,13 @@ history entry to the text that was heard (each AudioChunk's `text`, cut in
 proportion for the chunk playing at the moment). `half_duplex` instead closes
 the mic while the assistant speaks (no echo cancellation available).
 
-Threads: the caller feeds mic audio (`feed`, VAD runs there: cheap); one
+When a turn ends: `voxcli.chat.turn_gate` (VAD hold, or the semantic detector);
+a reply may start on the ASR's speculative final during the hold and play only
+once the endpoint is confirmed (`voxcli.chat.preempt`). The history the LLM is
+shown is bounded (`voxcli.chat.history`).
+
+Threads: the caller feeds mic audio (`feed`); the VAD scores arrive from the
+ASR streamer's worker (one pass per frame, `voxcli.chat.shared_vad`); one
 thread reads ASR captions; one runs turns (LLM -> TTS `send`); one per turn
 moves TTS audio to the speaker. Every wait has a timeout and checks `close`.
 
@@ -22,6 +28,7 @@ documented in `voxcli.chat.turnlog`.
 """
 from __future__ import annotations
 
+import collections
 import queue
 import re
 import threading
@@ -29,18 +36,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
-from voxcli.chat.heard import Span, heard_text, non_echo_words, words_of
+from voxcli.chat.heard import Span, words_of
+from voxcli.chat.history import History, budget_for
+from voxcli.chat.listening import ListeningMixin
+from voxcli.chat.preempt import PreemptMixin
 from voxcli.chat.turn import FeedClock, PendingTurn, Reply, Speaker, Utterance, cut_off_reason
+from voxcli.chat.turn_gate import TurnGate
 from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record
-from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, VADConfig
+from voxcli.asr.endpointer import Endpointer, VADConfig
 from voxcli.config import DEFAULT_BARGE_IN_MS, DEFAULT_ENDPOINT_MS
 from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
 
 __all__ = ["Agent", "AgentConfig", "BargeIn", "Notice", "Spoken", "TurnStart", "Speaker"]
 
 CUT_OFF_NOTICE = "Sorry, my answer was cut off."
+RECORDS_KEPT = 64
+"""Latest turn records kept in `Agent.records` (all of them went to the turn log and `on_event`)."""
 
 
 @dataclass(frozen=True)
@@ -51,15 +62,23 @@ class AgentConfig:
     half_duplex: bool = False
     """Close the mic while the assistant speaks (for setups without echo cancellation)."""
     endpoint_ms: float = DEFAULT_ENDPOINT_MS
-    """Silence that ends the user's turn (the endpointer's hold)."""
+    """Silence that ends the user's turn, for an ASR without its own `vad_config` (else that one's hold)."""
     echo_words: int = 40
     """How many of the assistant's latest words count as possible echo."""
     cut_off_notice: str = CUT_OFF_NOTICE
     log_turns: bool = True
+    max_history_chars: int | None = None
+    """History kept for the LLM (`voxcli.chat.history`); None: sized to the LLM (`budget_for`)."""
+    preemptive: bool = True
+    """Start the reply on the ASR's speculative final, during the hold (`voxcli.chat.preempt`)."""
 
 
-class Agent:
-    """One conversation. `start()`, then `feed()` 16 kHz mic audio; `close()` ends it."""
+class Agent(ListeningMixin, PreemptMixin):
+    """One conversation. `start()`, then `feed()` 16 kHz mic audio; `close()` ends it.
+
+    `turn_detector` (`voxcli.chat.turn_detector.TurnDetector`) selects the semantic end of
+    turn (`voxcli.chat.turn_gate`); None: every ASR final is a turn (VAD hold only).
+    """
 
     def __init__(
         self,
@@ -71,19 +90,30 @@ class Agent:
         config: AgentConfig | None = None,
         on_event: Callable[[Any], None] | None = None,
         clock: Callable[[], float] = time.perf_counter,
+        turn_detector: Any = None,
     ) -> None:
         self.llm, self.asr, self.vad, self.tts_factory, self.speaker = llm, asr, vad, tts_factory, speaker
         self.config = config or AgentConfig()
         self.on_event = on_event or (lambda e: None)
         self.clock = clock
-        self.history: list[dict[str, str]] = []
-        self.records: list[TurnRecord] = []
+        self.history = History(self.config.max_history_chars or budget_for(llm))
+        """What the LLM is shown: bounded, oldest turns dropped first (`history.messages` is the list)."""
+        self.records: collections.deque[TurnRecord] = collections.deque(maxlen=RECORDS_KEPT)
+        self.turns_done = 0
+        """Turns finished (records beyond RECORDS_KEPT are only counted)."""
+        self.wasted_preemptive = 0
+        """Preemptive replies cancelled because the user went on (`voxcli.chat.preempt`)."""
+        self._wasted_logged = 0
+        self._spec: Any = None  # the speculation a preemptive reply answers, until its final arrives
         self.error: BaseException | None = None
-        self._vad_config = VADConfig(endpoint_ms=self.config.endpoint_ms)
+        # the streamer's own endpointing when it has one, so both see the same utterances
+        self._vad_config = getattr(asr, "vad_config", None) or VADConfig(endpoint_ms=self.config.endpoint_ms)
         self._ep = Endpointer(self._vad_config)
         self._lock = threading.RLock()
         self._closed = threading.Event()
         self._turns: queue.Queue[PendingTurn] = queue.Queue()
+        self._gate = TurnGate(self._turns.put, turn_detector, clock)
+        self._gate.start_early = self._start_early  # semantic: the LLM starts while the detector scores
         self._reply: Reply | None = None
         self._turn_running = False
         self._n_turns = 0
@@ -93,6 +123,8 @@ class Agent:
         self._run_frames = 0  # consecutive speech frames (hysteresis), for barge-in
         self._utt_words = ""  # current (non-final) caption text
         self._recent: list[str] = []  # the assistant's latest words
+        self._shared_vad = self._listen_to_shared_vad()  # one VAD pass: the streamer's, when it is shared
+        self._listen_to_speculation()
         self._threads = [
             threading.Thread(target=self._guard(self._caption_loop), name="voxcli-agent-asr", daemon=True),
             threading.Thread(target=self._guard(self._turn_loop), name="voxcli-agent-turns", daemon=True),
@@ -105,45 +137,10 @@ class Agent:
             t.start()
         return self
 
-    def feed(self, samples: np.ndarray) -> None:
-        """Mic audio (float32 16 kHz mono), as it is captured."""
-        if self._closed.is_set():
-            return
-        if self.config.half_duplex and self.speaking:
-            return  # mic closed while the assistant speaks
-        a = np.asarray(samples, dtype=np.float32).reshape(-1)
-        now = self.clock()
-        self.asr.send(a, block=False)  # live mic: drop-behind (counted in asr.stats.dropped_s), never stall capture
-        probs = self.vad.probs(a)
-        self._fed += a.size
-        self._feed_clock.record(self._fed, now)
-        hi, lo = self._vad_config.threshold, self._vad_config.low
-        for p in probs:
-            p = float(p)
-            # speech run with hysteresis: grows on speech, survives the grey zone, resets on silence
-            self._run_frames = self._run_frames + 1 if p >= hi else (0 if p < lo else self._run_frames)
-            ev = self._ep.feed(p)
-            if ev is None:
-                continue
-            with self._lock:
-                if ev.kind == "start":
-                    self._utts.append(Utterance(self._wall_of(ev.sample), overlapped=self._turn_running))
-                    del self._utts[:-8]
-                elif self._utts:
-                    self._utts[-1].speech_end, self._utts[-1].endpoint = self._wall_of(ev.sample), now
-        self._maybe_barge_in()
-
     @property
     def speaking(self) -> bool:
         """A reply is in progress (from the LLM request until its audio has played)."""
         return self._turn_running
-
-    def busy(self) -> bool:
-        """User speaking, an utterance awaiting its transcript, or a turn running."""
-        with self._lock:
-            ends = [u.endpoint for u in self._utts if u.endpoint is not None]
-            pending_ep = bool(ends) and self.clock() - ends[-1] < 10.0
-            return self._ep.in_speech or pending_ep or self._turn_running or not self._turns.empty()
 
     @property
     def closed(self) -> bool:
@@ -159,6 +156,7 @@ class Agent:
         if self._closed.is_set():
             return
         self._closed.set()
+        self._gate.close()
         with self._lock:
             r = self._reply
         for fn in (getattr(self.llm, "cancel", None), getattr(r.tts, "cancel", None) if r else None,
@@ -217,43 +215,31 @@ class Agent:
             del self._utts[: i + 1]
             speech_end, endpoint = (utt.speech_end, utt.endpoint) if utt else (None, None)
             text = cap.stable.strip()
-            reply = self._reply
             if not text:
                 return
+        if self._final_of_speculation(text, now):
+            return  # its preemptive reply is under way already
+        with self._lock:
+            reply = self._reply
             # Speech that began while the assistant spoke and did not barge in is echo or a backchannel.
             ignored = (self._turn_running and reply is not None and not reply.barged) or (
                 utt is not None and utt.overlapped and not utt.barged)
-            if not ignored:
-                self._turns.put(PendingTurn(text, TurnClock(speech_end=speech_end, endpoint=endpoint, asr_final=now)))
         if ignored:
             self.on_event(Notice("ignored", f"heard while speaking, not a barge-in: {text}"))
+        else:  # outside the lock: a semantic gate runs the turn detector (~50 ms)
+            self._gate.final(text, TurnClock(speech_end=speech_end, endpoint=endpoint, asr_final=now))
 
-    def _maybe_barge_in(self) -> None:
-        cfg = self.config
-        if cfg.half_duplex or self._run_frames * FRAME * 1000 < cfg.barge_in_ms * SAMPLE_RATE:
-            return
-        with self._lock:
-            reply = self._reply
-            if reply is None or reply.barged or not self._turn_running:
-                return
-            fresh = non_echo_words(self._utt_words, self._recent)
-            if not fresh:
-                return
-            reply.barged = True
-            if self._utts:
-                self._utts[-1].barged = True
-            self.llm.cancel()
-            reply.tts.cancel()
-            played = self.speaker.stop()
-            reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate)
-        self.on_event(BargeIn(reply.turn, reply.heard_at_barge, " ".join(fresh)))
+    def submit(self, text: str) -> None:
+        """A user turn given as text (typed, or transcribed elsewhere): answered like a spoken one."""
+        self._turns.put(PendingTurn(" ".join(text.split()), TurnClock(asr_final=self.clock())))
 
     # -- turns --------------------------------------------------------------------
 
     def _turn_loop(self) -> None:
         while not self._closed.is_set():
+            due = self._gate.poll()  # a held (mid-phrase) turn whose longer hold has passed
             try:
-                pending = self._turns.get(timeout=0.05)
+                pending = self._turns.get(timeout=min(0.05, due) if due is not None else 0.05)
             except queue.Empty:
                 continue
             with self._lock:
@@ -269,12 +255,12 @@ class Agent:
         """One reply: stream the LLM into the TTS while it plays, then record what was heard."""
         turn = self._n_turns
         self._n_turns += 1
-        self.on_event(TurnStart(turn, pending.text))
-        self.history.append({"role": "user", "content": pending.text})
         messages = ([{"role": "system", "content": self.config.system}] if self.config.system else []) + list(
-            self.history
-        )
-        reply = Reply(turn=turn, tts=self.tts_factory(), clock=pending.clock)
+            self.history.messages
+        ) + [{"role": "user", "content": pending.text}]
+        reply = Reply(turn=turn, tts=self.tts_factory(), clock=pending.clock, speculation=pending.speculation)
+        if reply.speculation is None:
+            self._announce(reply, pending.text)
         with self._lock:
             self._reply = reply
             self._recent = []
@@ -286,9 +272,23 @@ class Agent:
             reply.tts.cancel()
             player.join(2.0)
             raise
+        if reply.speculation is not None and (not self._await_verdict(reply) or reply.dropped):
+            reply.tts.cancel()  # the user went on: nothing of it was played, nothing is recorded
+            player.join(2.0)
+            self._n_turns -= 1
+            return
+        self._announce(reply, pending.text)
         cut_off = bool(metrics.get("cut_off"))
         self._end_reply(reply, player, cut_off_reason(metrics) if cut_off else None)
         self._record(pending, reply, metrics, cut_off)
+
+    def _announce(self, reply: Reply, text: str) -> None:
+        """TurnStart, once (a preemptive reply: when its endpoint is confirmed)."""
+        with self._lock:
+            if reply.announced:
+                return
+            reply.announced = True
+        self.on_event(TurnStart(reply.turn, text))
 
     def _speak_llm(self, reply: Reply, messages: list[dict[str, str]]) -> dict[str, float]:
         """Send the LLM's deltas to the TTS as they come (until a barge-in); the final delta's metrics."""
@@ -329,13 +329,17 @@ class Agent:
     def _record(self, pending: PendingTurn, reply: Reply, metrics: dict[str, float], cut_off: bool) -> None:
         """History gets what the user heard; the turn log gets the timings."""
         heard = reply.heard_at_barge if reply.barged else " ".join(reply.received.split())
+        self.history.append("user", pending.text)
         if heard:
-            self.history.append({"role": "assistant", "content": heard})
+            self.history.append("assistant", heard)
+        wasted, self._wasted_logged = self.wasted_preemptive - self._wasted_logged, self.wasted_preemptive
         rec = make_record(
             reply.turn, reply.clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
             cut_off=cut_off, llm=str(getattr(self.llm, "name", type(self.llm).__name__)), llm_metrics=metrics,
+            preemptive=reply.speculation is not None, wasted_preemptive=wasted,
         )
         self.records.append(rec)
+        self.turns_done += 1
         if self.config.log_turns and not self._closed.is_set():
             append_turn(rec)
         self.on_event(rec)
@@ -352,6 +356,10 @@ class Agent:
                 return  # final or cancelled sentinel
             if reply.barged or self._closed.is_set():
                 continue  # drain the cancelled stream without playing it
+            if reply.speculation is not None and not reply.announced:
+                if not self._await_verdict(reply):
+                    continue  # dropped: the user went on
+                self._announce(reply, reply.speculation.text)
             at = self.speaker.write(chunk.audio)
             if at is None:
                 continue
@@ -376,9 +384,6 @@ class Agent:
         except Exception:  # noqa: BLE001 - a barge-in cancelled the streamer between check and send
             if not reply.barged:
                 raise
-
-    def _wall_of(self, sample: int) -> float:
-        return self._feed_clock.wall_of(sample, SAMPLE_RATE)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> Callable[[], None]:
         def run() -> None:

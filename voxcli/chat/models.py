@@ -62,8 +62,11 @@ class ChatModels:
     asr: Any
     """A started `voxcli.asr.streamer.ASRStreamer`."""
     vad: Any
-    """The agent's own VAD (barge-in and turn timing), separate from the streamer's."""
+    """The one VAD of the conversation (`voxcli.chat.shared_vad.SharedVAD`): the streamer scores each frame
+    once and the agent listens to the same scores (barge-in and turn timing)."""
     budget: ThreadBudget
+    turn_detector: Any = None
+    """`voxcli.chat.turn_detector.TurnDetector` with `endpoint="semantic"`, else None (VAD hold only)."""
 
 
 def open_chat_models(
@@ -73,6 +76,7 @@ def open_chat_models(
     voice: str | None = None,
     asr_model: str | None = None,
     endpoint_ms: float = DEFAULT_ENDPOINT_MS,
+    endpoint: str = "vad",
     offline: bool | None = None,
     budget: ThreadBudget | None = None,
     **llm_options: Any,
@@ -80,20 +84,37 @@ def open_chat_models(
     """Load the LLM client (HTTP when `url` is a URL, else on-device), the voice, the ASR and the VAD.
 
     Each model gets its share of `budget` (default: `thread_budget()` for this machine).
+    `endpoint`: "vad" (the turn ends after `endpoint_ms` of silence) or "semantic" (the
+    streamer holds the short `HoldPolicy.min_ms` and the SmolLM2 turn detector -- the chat's
+    own on-device model when it is local -- lengthens the hold mid-phrase: `voxcli.chat.turn_gate`).
     `llm_options` go to `voxcli.llm.open_llm` as they are (api_key_env, max_tokens,
     first_token_timeout, ...).
     """
-    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.asr.endpointer import VADConfig
+    from voxcli.asr.models import load_asr
+    from voxcli.asr.streamer import ASRStreamer
+    from voxcli.chat.shared_vad import SharedVAD
     from voxcli.llm import LOCAL, open_llm
-    from voxcli.runtimes.silero_vad import SileroVAD
     from voxcli.tts.streamer import load_voice
 
+    from voxcli.chat.turn_gate import ENDPOINT_MODES
+    from voxcli.errors import UsageError
+
+    if endpoint not in ENDPOINT_MODES:
+        raise UsageError(f"endpoint must be one of {', '.join(ENDPOINT_MODES)}, not {endpoint!r}")
     local = not url or url == LOCAL
     budget = budget or thread_budget(local_llm=local)
     if local:
         llm_options["threads"] = budget.llm
     llm = open_llm(url, llm_model, offline=offline, **llm_options)
     voice_obj = load_voice(voice, offline=offline, threads=budget.tts)
-    vad = SileroVAD.resolve(offline=offline)
-    asr = open_asr_streamer(asr_model, endpoint_ms=endpoint_ms, offline=offline, threads=budget.asr)
-    return ChatModels(llm=llm, voice=voice_obj, asr=asr, vad=vad, budget=budget)
+    engine, scorer = load_asr(asr_model, offline=offline, threads=budget.asr)
+    vad = SharedVAD(scorer)  # one Silero pass per frame: the streamer's, shared with the agent
+    detector = None
+    if endpoint == "semantic":
+        from voxcli.chat.turn_detector import load_turn_detector
+
+        detector = load_turn_detector(llm, threads=max(1, budget.llm), offline=offline)
+        endpoint_ms = detector.policy.min_ms  # the short hold; the detector lengthens it mid-phrase
+    asr = ASRStreamer(engine, vad, vad_config=VADConfig(endpoint_ms=endpoint_ms))
+    return ChatModels(llm=llm, voice=voice_obj, asr=asr, vad=vad, budget=budget, turn_detector=detector)

@@ -114,7 +114,7 @@ def run_script(agent, inputs: list[ScriptItem], *, gap_s: float = 0.4,
     stop = lambda: agent.error is not None or agent.closed  # noqa: E731
     feeder = PacedFeeder(agent.feed, clock=clock, should_stop=stop)
     feeder.silence_until(lambda: False, lead_in_s)
-    turns_before = len(agent.records)
+    turns_before = agent.turns_done
     for k, item in enumerate(inputs):
         spec = item if isinstance(item, ScriptedInput) else item[0]
         if k and spec.offset_s is not None:
@@ -123,14 +123,14 @@ def run_script(agent, inputs: list[ScriptItem], *, gap_s: float = 0.4,
                 t = agent.reply_first_audio
                 if t is not None:
                     return clock() >= t + spec.offset_s
-                return len(agent.records) > turns_before and not agent.busy()
+                return agent.turns_done > turns_before and not agent.busy()
 
             feeder.silence_until(reply_due, turn_timeout_s)
         elif k:
             feeder.silence_until(_idle_for(agent, gap_s, clock), turn_timeout_s)
         if stop():
             return
-        turns_before = len(agent.records)
+        turns_before = agent.turns_done
         feeder.audio(input_pieces(item)[1])
     feeder.silence_until(_idle_for(agent, gap_s, clock), turn_timeout_s)
 

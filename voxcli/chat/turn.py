@@ -44,6 +44,12 @@ class Reply:
     barged: bool = False
     heard_at_barge: str | None = None
     """What the user had heard when they interrupted (the history keeps only this)."""
+    speculation: Any = None
+    """The `voxcli.chat.preempt.Speculation` a preemptive reply answers (None: a confirmed turn)."""
+    dropped: bool = False
+    """A preemptive reply whose speculation was dropped: silenced like a barge-in, never recorded."""
+    announced: bool = False
+    """`TurnStart` was emitted (a preemptive reply announces itself once its endpoint is confirmed)."""
 
 
 @dataclass
@@ -64,6 +70,8 @@ class PendingTurn:
 
     text: str
     clock: TurnClock
+    speculation: Any = None
+    """Set for a preemptive reply (`voxcli.chat.preempt`): started before the endpoint was confirmed."""
 
 
 class FeedClock:

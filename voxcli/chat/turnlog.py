@@ -80,6 +80,11 @@ class TurnRecord(Event):
     first_audio_ms: float | None
     terms: dict[str, float] = field(default_factory=dict)
     llm_metrics: dict[str, float] = field(default_factory=dict)
+    preemptive: bool = False
+    """The reply started on the ASR's speculative final, during the hold (its LLM request may precede
+    the endpoint; `hops_ms` is then 0 and the terms overlap instead of adding up)."""
+    wasted_preemptive: int = 0
+    """Preemptive replies cancelled since the previous turn because the user went on."""
     t_unix: float = 0.0
     version: int = FORMAT_VERSION
     event = "turn"
@@ -107,6 +112,8 @@ def make_record(
     cut_off: bool,
     llm: str,
     llm_metrics: dict[str, float] | None = None,
+    preemptive: bool = False,
+    wasted_preemptive: int = 0,
 ) -> TurnRecord:
     """Stamps relative to the end of speech (or the ASR final when speech end is unknown)."""
     origin = clock.speech_end if clock.speech_end is not None else clock.asr_final
@@ -133,6 +140,8 @@ def make_record(
         first_audio_ms=_ms(clock.first_audio, origin),
         terms={k: v for k, v in terms.items() if v is not None},
         llm_metrics={k: round(float(v), 4) for k, v in (llm_metrics or {}).items()},
+        preemptive=preemptive,
+        wasted_preemptive=wasted_preemptive,
         t_unix=time.time(),
     )
 

@@ -76,6 +76,8 @@ class ChatSettings:
     """ASR model name (config asr.model); None: the catalog's default."""
     endpoint_ms: float
     """Silence that ends the user's turn (config asr.endpoint_ms)."""
+    endpoint: str
+    """End of turn: "vad" (the silence hold) or "semantic" (config asr.endpoint)."""
     barge_in_ms: float
     """Speech needed to interrupt the reply (config chat.barge_in_ms)."""
     mic_device: str | None
@@ -86,7 +88,8 @@ class ChatSettings:
 
 def chat_settings(*, llm_url: str | None = None, llm_model: str | None = None, system: str | None = None,
                   voice: str | None = None, model: str | None = None, endpoint_ms: float | None = None,
-                  barge_in_ms: float | None = None, device: str | None = None) -> ChatSettings:
+                  barge_in_ms: float | None = None, device: str | None = None,
+                  endpoint: str | None = None) -> ChatSettings:
     """Lay the flags (None = not given) over env, config and the defaults table.
 
     `--device` names one device for both directions (a headset, a PulseAudio
@@ -99,11 +102,14 @@ def chat_settings(*, llm_url: str | None = None, llm_model: str | None = None, s
         "url": ("chat.llm_url", llm_url), "llm_model": ("chat.llm_model", llm_model),
         "system": ("chat.system", system), "voice": ("tts.voice", voice), "asr_model": ("asr.model", model),
         "endpoint_ms": ("asr.endpoint_ms", endpoint_ms), "barge_in_ms": ("chat.barge_in_ms", barge_in_ms),
+        "endpoint": ("asr.endpoint", endpoint),
         "mic_device": ("devices.input", device), "speaker_device": ("devices.output", device),
     }
     values = {name: resolve(key, flag_value, config=cfg) for name, (key, flag_value) in given.items()}
     for name in ("endpoint_ms", "barge_in_ms"):
         values[name] = float(values[name])
+    if values["endpoint"] not in ("vad", "semantic"):
+        raise UsageError(f"asr.endpoint must be vad or semantic, not {values['endpoint']!r}")
     return ChatSettings(**values)
 
 
@@ -115,6 +121,7 @@ def chat(
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", metavar="VAR", help="Environment variable holding the API key.")] = None,
     system: Annotated[Optional[str], typer.Option("--system", show_default=False, help="System prompt (default: config [chat] system).")] = None,
     endpoint_ms: EndpointMsOpt = None,
+    endpoint: Annotated[Optional[str], typer.Option("--endpoint", metavar="vad|semantic", show_default=False, help="End of turn: 'vad' waits --endpoint-ms of silence; 'semantic' asks the on-device SmolLM2 whether the words so far are a complete thought (short hold) or not (longer hold). Default: config asr.endpoint, else vad.")] = None,
     barge_in_ms: Annotated[Optional[int], typer.Option("--barge-in-ms", min=0, max=5000, show_default=False, help="Speech needed to interrupt the reply, in ms (default: config [chat] barge_in_ms, else 300).")] = None,
     half_duplex: Annotated[bool, flag("--half-duplex", help="Close the mic while the assistant speaks (no echo cancellation).")] = False,
     device: Annotated[Optional[str], typer.Option("--device", "-d", show_default=False, autocompletion=complete_input_device, help="Microphone and speaker: device index or name part (default: config devices.input for the mic, devices.output for the speaker; see `voxcli devices`).")] = None,
@@ -141,7 +148,7 @@ def chat(
 
         check_output_path(output)  # a directory in the way, or no directory, fails before four models load
     settings = chat_settings(llm_url=llm_url or llm, llm_model=llm_model, system=system, voice=voice, model=model,
-                             endpoint_ms=endpoint_ms, barge_in_ms=barge_in_ms, device=device)
+                             endpoint_ms=endpoint_ms, barge_in_ms=barge_in_ms, device=device, endpoint=endpoint)
     inputs = _read_inputs(input_ or [])
     if not inputs:
         from voxcli.audio.devices import list_devices
@@ -194,7 +201,7 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
         url=settings.url, llm_model=settings.llm_model, api_key_env=api_key_env, max_tokens=max_tokens,
         first_token_timeout=first_token_timeout, progress_timeout=progress_timeout,
         voice=settings.voice, asr_model=settings.asr_model,
-        endpoint_ms=settings.endpoint_ms, offline=STATE.offline or None,
+        endpoint_ms=settings.endpoint_ms, endpoint=settings.endpoint, offline=STATE.offline or None,
     )
     b = models.budget
     log.info("threads per model: TTS %d, ASR %d, VAD %d, LLM %d", b.tts, b.asr, b.vad, b.llm)
@@ -212,7 +219,7 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
             client, models.asr, models.vad, models.voice.open_stream, speaker,
             AgentConfig(system=settings.system, barge_in_ms=settings.barge_in_ms, half_duplex=half_duplex,
                         endpoint_ms=settings.endpoint_ms, log_turns=log_turns),
-            on_event=view,
+            on_event=view, turn_detector=models.turn_detector,
         )
     except BaseException:
         if writer is not None:
@@ -229,7 +236,7 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
             writer.commit()
             writer = None
         if json_lines and hasattr(view, "emit"):
-            view.emit({"event": "history", "messages": agent.history})
+            view.emit({"event": "history", "messages": agent.history.messages})
     finally:
         if writer is not None:
             writer.abort()  # failure or Ctrl-C: no half-written replies file

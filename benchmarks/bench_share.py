@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""A fair share of the cores (issue 13, item 7): each chat model alone, then all together.
+
+Runs the models of `voxcli chat` -- Moonshine (ASR), SmolLM2 (LLM), Piper (TTS),
+Silero (VAD) -- each alone for `--seconds`, then all at once for the same
+time, in one process, and prints each model's speed together as a share of
+its speed alone. Goal: >= 80 % for ASR, LLM and TTS.
+
+Duty (default): each model works as in a conversation -- the ASR re-decodes a
+3 s utterance every 300 ms, the voice renders one sentence per its own
+duration (real time), the VAD scores 31 frames a second, the LLM writes flat
+out. Speed = work done per second spent computing it (the latency a model's
+calls take). `--flat` runs every model flat out instead (the worst case).
+
+    python benchmarks/bench_share.py                     # chat's thread budget for this machine
+    python benchmarks/bench_share.py --threads 2         # every model 2 intra-op threads (for comparison)
+    python benchmarks/bench_share.py --json
+
+Units: ASR and TTS in seconds of audio per second computing (x real time),
+LLM in tokens per second, VAD in frames per second. On a
+shared machine the figures move with the neighbours' load: compare the ratios
+of one run, not absolute speeds across runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from typing import Callable
+
+import numpy as np
+
+SENTENCE = "The quick brown fox jumps over the lazy dog, and then it runs back home to sleep."
+MESSAGES = [{"role": "user", "content": "Tell me a long story about a fox and a dog."}]
+Work = Callable[[threading.Event], "tuple[float, float]"]
+"""Runs until the event is set; returns (units done, seconds spent computing them)."""
+
+
+def _models(threads: int | None, budget: str | None = None):
+    from voxcli.asr.models import load_asr
+    from voxcli.chat.models import thread_budget
+    from voxcli.llm.local import LocalLLMConfig, load_local_llm
+    from voxcli.tts.streamer import load_voice
+
+    b = thread_budget()
+    if budget:  # "tts,asr,llm"
+        from voxcli.chat.models import ThreadBudget
+
+        tts, asr_n, llm_n = (int(x) for x in budget.split(","))
+        b = ThreadBudget(tts=tts, asr=asr_n, llm=llm_n)
+    asr, vad = load_asr(threads=threads or b.asr)
+    llm = load_local_llm(config=LocalLLMConfig(threads=threads or b.llm, max_new_tokens=64)).engine
+    voice = load_voice(threads=threads or b.tts)
+    return asr, vad, llm, voice
+
+
+def _paced(call: Callable[[], float], period: Callable[[float], float]) -> Work:
+    """Call, then sleep until `period(units)` has passed since the call began (real-time duty)."""
+    def run(stop: threading.Event) -> tuple[float, float]:
+        units = busy = 0.0
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            u = call()
+            dt = time.perf_counter() - t0
+            units, busy = units + u, busy + dt
+            stop.wait(max(0.0, period(u) - dt))
+        return units, busy
+    return run
+
+
+def workloads(asr, vad, llm, voice, flat: bool) -> dict[str, Work]:
+    """Each model's work as `chat` gives it (or flat out): speed = units / busy seconds."""
+    import soxr
+
+    speech = voice.synthesize(SENTENCE)
+    clip = soxr.resample(speech, voice.sample_rate, 16000).astype(np.float32)
+    frame = np.random.default_rng(0).normal(0, 0.05, 512 * 8).astype(np.float32)
+
+    def asr_call() -> float:
+        asr.transcribe(clip, prompt=None)
+        return clip.size / 16000
+
+    def tts_call() -> float:
+        return voice.synthesize(SENTENCE).size / voice.sample_rate
+
+    def vad_call() -> float:
+        return float(len(vad.probs(frame)))
+
+    def run_llm(stop: threading.Event) -> tuple[float, float]:
+        tokens, t0 = 0, time.perf_counter()
+        while not stop.is_set():
+            for _ in llm.start(MESSAGES):
+                tokens += 1
+                if stop.is_set():
+                    break
+        return float(tokens), time.perf_counter() - t0
+
+    if flat:
+        never = lambda u: 0.0  # noqa: E731
+        return {"asr": _paced(asr_call, never), "llm": run_llm, "tts": _paced(tts_call, never),
+                "vad": _paced(vad_call, never)}
+    # chat: the streamer re-decodes the utterance every step (DEFAULT_STEP_MS), the voice keeps ahead of
+    # real time (one sentence per its own duration), the VAD scores 31 frames a second, the LLM writes flat out.
+    return {"asr": _paced(asr_call, lambda u: 0.3), "llm": run_llm, "tts": _paced(tts_call, lambda u: u),
+            "vad": _paced(vad_call, lambda u: u * 512 / 16000)}
+
+
+def measure(works: dict[str, Work], seconds: float) -> dict[str, float]:
+    """Run `works` at the same time for `seconds`; units per busy second of each."""
+    stop = threading.Event()
+    out: dict[str, tuple[float, float]] = {}
+
+    def one(name: str, fn: Work) -> None:
+        out[name] = fn(stop)
+
+    threads = [threading.Thread(target=one, args=item) for item in works.items()]
+    for th in threads:
+        th.start()
+    time.sleep(seconds)
+    stop.set()
+    for th in threads:
+        th.join()
+    return {k: out[k][0] / max(out[k][1], 1e-9) for k in works}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=8.0, help="length of each measurement (default 8)")
+    ap.add_argument("--threads", type=int, help="intra-op threads of every model (default: chat's budget)")
+    ap.add_argument("--budget", metavar="TTS,ASR,LLM", help="threads per model instead of chat's budget")
+    ap.add_argument("--flat", action="store_true", help="every model flat out (worst case), not chat's duty")
+    ap.add_argument("--only", help="comma-separated subset of asr,llm,tts,vad (e.g. llm,tts,vad: a reply "
+                                   "while the user is silent)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    works = workloads(*_models(args.threads, args.budget), args.flat)
+    if args.only:
+        works = {k: v for k, v in works.items() if k in args.only.split(",")}
+    measure(works, 1.0)  # warm-up: first runs allocate and optimize
+    solo = {name: measure({name: fn}, args.seconds)[name] for name, fn in works.items()}
+    together = measure(works, args.seconds)
+    rows = {k: {"solo": round(solo[k], 2), "together": round(together[k], 2),
+                "share": round(together[k] / solo[k], 3) if solo[k] else None} for k in works}
+    if args.json:
+        print(json.dumps({"threads": args.threads or args.budget or "budget", "flat": args.flat, "seconds": args.seconds,
+                          "models": rows}))
+    else:
+        print(f"threads: {args.threads or args.budget or 'budget'}, {'flat out' if args.flat else 'chat duty'} ({args.seconds:g} s each)")
+        print(f"{'model':6s} {'alone':>10s} {'together':>10s} {'share':>7s}")
+        for k, r in rows.items():
+            print(f"{k:6s} {r['solo']:10.2f} {r['together']:10.2f} {100 * (r['share'] or 0):6.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
