@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "tts": {"runtimes", "hub", "audio"},
     "asr": {"runtimes", "hub", "audio"},
     "chat": {"tts", "asr", "llm", "runtimes", "hub", "audio"},
+    "corpus": {"tts", "asr", "runtimes", "hub", "audio"},  # batches of files/lines over processes or Ray
     "bench": {"tts", "asr", "chat", "llm", "runtimes", "hub", "audio"},
     "doctor": {"tts", "asr", "runtimes", "hub", "audio", "llm"},
     "config_write": {"hub"},  # `config set asr.model X` checks X against the catalog

@@ -120,8 +120,10 @@ def _ledger_terms() -> tuple[KeySpec, ...]:
 
 KEYS: Final[tuple[KeySpec, ...]] = (
     KeySpec("tts.voice", str, None, "default voice for speak, bench and chat (unset: the catalog's)"),
+    KeySpec("tts.max_buffer_flush_ms", float, 1500.0, "speak text stalled this long without a boundary (0 = off)"),
     KeySpec("asr.model", str, None, "default ASR model for transcribe, bench asr and chat (unset: the catalog's)"),
     KeySpec("asr.endpoint_ms", float, DEFAULT_ENDPOINT_MS, "silence hold before a spoken turn ends"),
+    KeySpec("asr.endpoint", str, "vad", "chat's end of turn: vad (silence hold) or semantic (SmolLM2 end-of-turn score)"),
     KeySpec("devices.input", str, None, "microphone: device index or name substring (unset: the system's)"),
     KeySpec("devices.output", str, None, "speaker: device index or name substring (unset: the system's)"),
     KeySpec("chat.llm_url", str, None, "OpenAI-compatible server base URL (…/v1); unset = on-device LLM"),

@@ -152,12 +152,12 @@ def test_a_voice_removed_during_load_is_model_not_found(tmp_path, own_voice):
 def test_unknown_config_keys_warn_once(tmp_path, speech_samples, args):
     """A typo in the config must not silently do nothing (chat already warned; speak and transcribe too)."""
     cfg = tmp_path / "config.toml"
-    cfg.write_text('[tts]\nvoise = "x"\n[asr]\nendpoint = 300\n')
+    cfg.write_text('[tts]\nvoise = "x"\n[asr]\nendpoint_msec = 300\n')
     args = [a.format(tmp=tmp_path, speech=speech_samples["beckett"]) for a in args]
     r = voxcli(*args, env={"VOXCLI_CONFIG": str(cfg)})
     assert r.returncode == 0, r.stderr
     assert r.stderr.count("unknown key 'voise' in [tts] ignored") == 1
-    assert r.stderr.count("unknown key 'endpoint' in [asr] ignored") == 1
+    assert r.stderr.count("unknown key 'endpoint_msec' in [asr] ignored") == 1
 
 
 def test_a_corrupt_asr_model_is_an_integrity_error(tmp_path, speech_samples, asr_bundle, vad_bundle):
