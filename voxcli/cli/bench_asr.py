@@ -92,7 +92,9 @@ def bench_asr(
     if len(refs) != len(files):
         raise UsageError(f"{len(files)} file(s) but {len(refs)} --ref", hint="give one --ref per FILE, in order")
     cfg = command_config()
-    names = list(dict.fromkeys(models or [resolve("asr.model", None, config=cfg)]))
+    # The first model goes through the resolver (flag > env > config > default, logged); the rest are flags.
+    first_model = resolve("asr.model", models[0] if models else None, config=cfg)
+    names = list(dict.fromkeys([first_model, *(models or [])[1:]]))
     endpoint = int(resolve("asr.endpoint_ms", endpoint_ms, config=cfg))
     texts = [_reference(r) for r in refs]
     for f in files:  # every header checked before a model loads; the audio is decoded one file at a time

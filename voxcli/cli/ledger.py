@@ -33,8 +33,9 @@ a serial sum.
 [bold]Knobs[/bold] (each moves one or more terms; defaults are the seed's)
 
   --chunk-ms           ASR chunk = update interval, ms (140 = 14 frames).
-                       ASR tail = chunk + (n - 1) x chunk + 70 ms compute:
-                       the last chunk must fill, then n - 1 more must agree.
+                       ASR tail = chunk + (n - 1) x chunk + 70 ms
+                       compute: the last chunk must fill, then n - 1
+                       more must agree.
   --agreement          LocalAgreement n (2): a word is stable once n
                        hypotheses agree on it.
   --first-chunk-words  Words in the first TTS chunk (1). TTS first audio =

@@ -240,8 +240,8 @@ def _ends_with_finished_word(buf: str) -> bool:
     """"there." / "yes!" / "well," at the end: the punctuation closes a word that cannot go on."""
     token = _token_before(buf, len(buf)).rstrip("".join(CLOSERS))
     word = token.rstrip("".join(SENTENCE_END | CLAUSE_END))
-    if not _WORD.fullmatch(word) or (len(word) == 1 and word.isupper()):
-        return False
+    if not _WORD.fullmatch(word) or (len(word) == 1 and (word.isupper() or token.endswith("."))):
+        return False  # "J." an initial; "e." may still become "e.g." / "i.e."
     return not (token.endswith(".") and abbreviations.find(word, "0") is not None)
 
 
