@@ -248,6 +248,19 @@ def test_settings_mic_is_devices_input_and_speaker_devices_output(isolated_env, 
     assert (s.mic_device, s.speaker_device, s.asr_model, s.endpoint_ms) == ("headset", "headset", "flag-asr", 300.0)
 
 
+def test_reply_flush_follows_tts_max_buffer_flush_ms(isolated_env, monkeypatch):
+    """chat's replies honour the user's tts.max_buffer_flush_ms (before: always the built-in 1500 ms)."""
+    from voxcli.cli.chat import chat_settings
+    from voxcli.errors import UsageError
+
+    assert chat_settings().flush_ms == 1500.0
+    (isolated_env / "config.toml").write_text("[tts]\nmax_buffer_flush_ms = 400\n")
+    assert chat_settings().flush_ms == 400.0
+    monkeypatch.setenv("VOXCLI_TTS_MAX_BUFFER_FLUSH_MS", "-5")
+    with pytest.raises(UsageError, match="max_buffer_flush_ms must be a finite number >= 0"):
+        chat_settings()
+
+
 def test_asr_model_from_the_config_is_used(runner, turns, isolated_env):
     (isolated_env / "config.toml").write_text('[asr]\nmodel = "no-such-asr-model"\n')
     url = f"http://127.0.0.1:{free_port()}/v1"

@@ -13,6 +13,7 @@ default); the microphone is `devices.input` and the speaker `devices.output`
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +85,8 @@ class ChatSettings:
     """Microphone (config devices.input); None: the system default."""
     speaker_device: str | None
     """Speaker (config devices.output); None: the system default."""
+    flush_ms: float = 1500.0
+    """Reply text stalled this long without a boundary is spoken (config tts.max_buffer_flush_ms; 0 = off)."""
 
 
 def chat_settings(*, llm_url: str | None = None, llm_model: str | None = None, system: str | None = None,
@@ -102,11 +105,11 @@ def chat_settings(*, llm_url: str | None = None, llm_model: str | None = None, s
         "url": ("chat.llm_url", llm_url), "llm_model": ("chat.llm_model", llm_model),
         "system": ("chat.system", system), "voice": ("tts.voice", voice), "asr_model": ("asr.model", model),
         "endpoint_ms": ("asr.endpoint_ms", endpoint_ms), "barge_in_ms": ("chat.barge_in_ms", barge_in_ms),
-        "endpoint": ("asr.endpoint", endpoint),
+        "endpoint": ("asr.endpoint", endpoint), "flush_ms": ("tts.max_buffer_flush_ms", None),
         "mic_device": ("devices.input", device), "speaker_device": ("devices.output", device),
     }
     values = {name: resolve(key, flag_value, config=cfg) for name, (key, flag_value) in given.items()}
-    for name in ("endpoint_ms", "barge_in_ms"):
+    for name in ("endpoint_ms", "barge_in_ms", "flush_ms"):
         values[name] = float(values[name])
     if values["endpoint"] not in ("vad", "semantic"):
         raise UsageError(f"asr.endpoint must be vad or semantic, not {values['endpoint']!r}")
@@ -216,7 +219,8 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
     view = chat_view(json_lines=json_lines, quiet=quiet)
     try:
         agent = Agent(
-            client, models.asr, models.vad, models.voice.open_stream, speaker,
+            client, models.asr, models.vad,
+            functools.partial(models.voice.open_stream, max_buffer_flush_ms=settings.flush_ms), speaker,
             AgentConfig(system=settings.system, barge_in_ms=settings.barge_in_ms, half_duplex=half_duplex,
                         endpoint_ms=settings.endpoint_ms, log_turns=log_turns),
             on_event=view, turn_detector=models.turn_detector,
