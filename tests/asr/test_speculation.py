@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from tests.asr.ratchet import assert_ratchet
+from tests.asr_checks import assert_stable_never_shrinks
 from voxcli.asr.batch import transcribe_audio
 from voxcli.asr.endpointer import FRAME, Endpointer, VADConfig
 from voxcli.asr.streamer import ASRStreamer
@@ -89,7 +89,7 @@ def stream(model, vad_path, audio: np.ndarray, chunk_s: float = 0.1, **kw):
         s.send(audio[i : i + n])
     text = s.finish()
     reader.join(10)
-    assert_ratchet([e for e, _ in seen if isinstance(e, Caption)], kw.get("agreement", 2))
+    assert_stable_never_shrinks([e for e, _ in seen if isinstance(e, Caption)], kw.get("agreement", 2))
     return text, seen, s
 
 
