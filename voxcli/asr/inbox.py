@@ -87,13 +87,17 @@ class AudioInbox:
             self._n += a.size
             self._cond.notify_all()
 
-    def take(self, n: int) -> tuple[np.ndarray | None, int]:
+    def take(self, n: int, *, whole: bool = False) -> tuple[np.ndarray | None, int]:
         """Up to `n` samples and what is left waiting after them; (None, 0) once closed and empty.
 
-        Raises Cancelled after `cancel()`.
+        `whole`: wait for all `n` (or as many as the queue holds) unless input is over, so the
+        steps fall at the same samples however the sender's and the worker's threads interleave
+        (lockstep's determinism; without it a step is whatever had arrived). Raises Cancelled
+        after `cancel()`.
         """
+        want = min(n, self.max_samples) if whole else 1
         with self._cond:
-            while not self._parts and not self._closed:
+            while self._n < want and not self._closed:
                 self._cond.wait(POLL_S)
             if self._cancelled:
                 raise Cancelled("transcription cancelled")

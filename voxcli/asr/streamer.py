@@ -17,8 +17,9 @@ Two rules keep it real time over hours:
 - when the worker is behind (more than a step of audio pending) it skips the
   intermediate re-decode and only ingests (VAD), reporting the lag; the
   final decode at each endpoint always runs, so no audio is lost.
-`lockstep=True` decodes at every step regardless (deterministic: unpaced
-files, tests, benchmarks).
+`lockstep=True` decodes at every step regardless, and every step is a whole
+`step_ms` of audio (deterministic however threads interleave: unpaced files,
+tests, benchmarks).
 
 Back-pressure, when input comes faster than the worker: `send(a)` (block=True,
 files and pipes) waits for room, so unpaced input is consumed at the worker's
@@ -186,7 +187,7 @@ class ASRStreamer:
 
     def _take(self) -> tuple[np.ndarray | None, bool]:
         """Up to one step of pending audio; (None, True) when input is over."""
-        chunk, self._pending_n = self._inbox.take(self.step)
+        chunk, self._pending_n = self._inbox.take(self.step, whole=self.lockstep)
         if chunk is None:
             return None, True
         if not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
