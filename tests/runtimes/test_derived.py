@@ -50,7 +50,7 @@ def _flip_one_weight(decoder: Path) -> bytes:
 def test_flipped_decoder_byte_is_resplit_not_noise(voice_files, tmp_path, caplog):
     derived = tmp_path / "cache" / "derived" / "piper-joe-medium"
     before = _speak(voice_files, derived)
-    decoder = derived / "decoder.onnx"
+    decoder = derived / "zp-decoder.onnx"
     original = _flip_one_weight(decoder)
     flipped = decoder.read_bytes()
     assert len(flipped) == len(original) and flipped != original
@@ -59,7 +59,7 @@ def test_flipped_decoder_byte_is_resplit_not_noise(voice_files, tmp_path, caplog
     assert np.isfinite(after).all() and np.abs(after).max() < 0.99  # speech, not full-scale noise
     assert after.shape == before.shape and np.allclose(after, before, atol=1e-5)
     assert decoder.read_bytes() == original  # split again from the voice
-    assert "sha256 mismatch for decoder.onnx" in caplog.text  # `voxcli -v` says why it split again
+    assert "sha256 mismatch for zp-decoder.onnx" in caplog.text  # `voxcli -v` says why it split again
     assert Cache(tmp_path / "cache").derived_problems() == {}
 
 
@@ -75,7 +75,7 @@ def test_unrecorded_legacy_split_is_rebuilt_once_then_recorded(voice_files, tmp_
     rebuilt = {p.name: p.stat().st_mtime_ns for p in derived.glob("*.onnx")}
     assert all(rebuilt[n] != legacy[n] for n in legacy)
     records = json.loads((derived / "derived.json").read_text())["files"]
-    assert set(records) == {"front.onnx", "decoder.onnx", "split.json"}
+    assert set(records) == {"zp-front.onnx", "zp-flow.onnx", "zp-decoder.onnx", "zp-split.json"}
     load_or_split(voice_files[0], derived)
     assert {p.name: p.stat().st_mtime_ns for p in derived.glob("*.onnx")} == rebuilt  # now trusted
 

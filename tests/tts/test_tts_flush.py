@@ -19,7 +19,6 @@ from voxcli.events import AudioChunk
 from voxcli.tts import abbreviations
 from voxcli.tts.chunker import ChunkerConfig, TextChunker
 from voxcli.tts.intake import TextIntake
-from voxcli.tts.normalize import normalize_text
 from voxcli.tts.streamer import StreamerConfig, Voice
 
 
@@ -192,16 +191,6 @@ def test_the_property_sees_flushes() -> None:
 
 
 # -- a real stalled source on the real voice -----------------------------------------------------
-
-@pytest.fixture(scope="module")
-def voice(voice_bundle) -> Voice:  # type: ignore[no-untyped-def]
-    from voxcli.runtimes.piper.voice import PiperVoice
-
-    onnx = voice_bundle.file("en_US-joe-medium.onnx")
-    engine = PiperVoice.load(onnx, voice_bundle.file("en_US-joe-medium.onnx.json"),
-                             derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
-    return Voice(engine, voice_bundle.name)
-
 
 def stalled_source(voice: Voice, flush_ms: float, wait_s: float) -> tuple[list[AudioChunk], float, object]:
     """An LLM that says one sentence, then stalls mid-clause: the chunks that came during the stall."""

@@ -6,7 +6,11 @@ be large. A block may only be as large as can be computed before the audio
 already queued runs out: RTF x A(k+1) + overhead <= buffered audio (which is
 at least A(k) right after block k was emitted). The RTF and the per-call
 overhead are measured as the stream runs (a shared 2-core machine is not
-the machine of the benchmark), so the sizes adapt to the load.
+the machine of the benchmark), so the sizes adapt to the load. A block of n
+frames is decoded with `context` more (the voice's lookback + lookahead,
+thrown away), so it costs like n + context frames: counting that keeps the
+small first blocks from looking several times slower per frame than they are,
+which made the next blocks small too (more blocks, more context, more CPU).
 """
 from __future__ import annotations
 
@@ -31,13 +35,15 @@ class BlockScheduler:
     smoothing: float = 0.3
     """Weight of a new measurement in the running averages."""
     rtf: float | None = None
-    """Measured seconds of compute per second of audio (None until the first block)."""
+    """Measured seconds of compute per second of decoded audio, context included (None until the first block)."""
+    context: int = 0
+    """Frames decoded with every block besides its own (lookback + lookahead)."""
 
     def observe(self, frames: int, seconds: float) -> None:
         """Record that a block of `frames` took `seconds` to compute."""
         if frames <= 0:
             return
-        sample = seconds / (frames * self.frame_s)
+        sample = seconds / ((frames + self.context) * self.frame_s)
         self.rtf = sample if self.rtf is None else (1 - self.smoothing) * self.rtf + self.smoothing * sample
 
     def next_frames(self, buffered_s: float) -> int:
@@ -47,5 +53,5 @@ class BlockScheduler:
         budget = buffered_s / self.safety - self.overhead_s
         if budget <= 0:
             return self.first_frames
-        frames = math.floor(budget / (max(self.rtf, 1e-3) * self.frame_s))
+        frames = math.floor(budget / (max(self.rtf, 1e-3) * self.frame_s)) - self.context
         return max(self.first_frames, min(self.max_frames, frames))

@@ -12,6 +12,13 @@ it follows).
 Algorithm in one line: scan forward from the last undecided position; at each
 punctuation or whitespace run, wait until the next non-space character (or the
 end) is known, then cut after the run if the rule for this chunk allows it.
+
+Two policies (issue 15): for incremental text (an LLM, `speak -`) the first
+chunk is short (`first_words`, or the first clause) because the rest of its
+sentence may not even exist yet. For text known up front (`whole_sentences`:
+an argument, `Voice.stream(text)`) only sentence ends and paragraph breaks
+cut: the voice decodes a whole sentence in blocks, so the first audio comes
+early without cutting the sentence's prosody in two.
 """
 from __future__ import annotations
 
@@ -43,6 +50,10 @@ class ChunkerConfig:
     """Forced split at the last whitespace before this many characters."""
     flush_min_words: int = 3
     """`flush()` (the streamer's time-based flush) speaks nothing shorter than this many words."""
+    whole_sentences: bool = False
+    """The text is known up front: cut only at sentence ends and paragraph breaks (no short
+    first chunk, no clause or line cuts; a sentence over `max_chars` is still split, at its
+    last clause boundary if it has one)."""
 
     def __post_init__(self) -> None:
         if self.max_chars < 2 or self.first_words < 0 or self.long_chars < 1 or self.flush_min_words < 1:
@@ -155,9 +166,11 @@ class TextChunker:
                     return None
                 newlines = buf.count("\n", p, r)
                 words = self._words + 1
-                if newlines >= 2 or (r < n and newlines == 1 and self._clause_ok(r)):
+                if newlines >= 2 or (r < n and newlines == 1 and self._clause_ok(r)
+                                     and _safe_after(buf, p, r, self._prev)):  # not "e.g. \n a"
                     return r
                 if (self._index == 0 and cfg.first_words and words >= cfg.first_words and r < n
+                        and not cfg.whole_sentences
                         and _safe_after(buf, p, r, self._prev)):  # not "We all met Dr. | Smith"
                     return r
                 self._words = words
@@ -167,7 +180,9 @@ class TextChunker:
         return None
 
     def _clause_ok(self, cut: int) -> bool:
-        """A clause boundary cuts the first chunk, or a later one that is already long."""
+        """A clause boundary cuts the first chunk, or a later one that is already long (never whole sentences)."""
+        if self.config.whole_sentences:
+            return False
         return self._index == 0 or cut >= self.config.long_chars
 
     def _punct_decision(self, buf: str, p: int, q: int, r: int, final: bool) -> int:
@@ -205,13 +220,16 @@ class TextChunker:
         return r
 
     def _forced_cut(self) -> int:
-        """No boundary within max_chars: cut after the last whitespace (or hard, if none)."""
+        """No boundary within max_chars: cut after the last clause mark (or whitespace, or hard)."""
         limit = self.config.max_chars
         buf = self._buf
+        space = 0
         for i in range(limit - 1, 0, -1):
             if buf[i].isspace():
-                return i + 1
-        return limit
+                if buf[i - 1] in CLAUSE_END and not buf[i - 2:i - 1].isdigit():  # not "1, 000"
+                    return i + 1
+                space = space or i + 1
+        return space or limit
 
 
 _WORD: Final = re.compile(r"[^\W\d_]+(?:['’-][^\W\d_]+)*")  # letters, inner apostrophes/hyphens

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import replace
 from typing import Callable
 
 from voxcli.tts.chunker import ChunkerConfig, TextChunker
@@ -57,8 +58,13 @@ class TextIntake:
         """Pieces cut and waiting for `next_text()`."""
         return len(self._texts)
 
-    def send(self, delta: str, *, block: bool, cancel: threading.Event, alive: Callable[[], bool]) -> None:
-        """Take `delta` whole once under the budget (see TTSStreamer.send)."""
+    def send(self, delta: str, *, block: bool, cancel: threading.Event, alive: Callable[[], bool],
+             final: bool = False) -> None:
+        """Take `delta` whole once under the budget (see TTSStreamer.send); `final`: then finish.
+
+        A final delta that is also the first is text known up front: the chunker
+        keeps its sentences whole (`ChunkerConfig.whole_sentences`).
+        """
         with self._lock:
             while self.pending_chars >= self._max_pending and not cancel.is_set():
                 if not block:
@@ -70,6 +76,8 @@ class TextIntake:
                 return
             if self._finished:
                 raise RuntimeError("send() after finish()")
+            if final and self.text_chars == 0:
+                self._chunker.config = replace(self._chunker.config, whole_sentences=True)
             now = self._start()
             self.text_chars += len(delta)
             cut = 0
@@ -77,6 +85,8 @@ class TextIntake:
                 cut += self._queue(self._chunker.feed(delta[i : i + _SLICE]))
             self._arrived(now, cut > 0)
             self._lock.notify_all()
+        if final:
+            self.finish()
 
     def finish(self) -> bool:
         """No more text: queue the rest. False if already finished."""

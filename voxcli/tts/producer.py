@@ -39,6 +39,7 @@ from voxcli.tts.intake import TextIntake
 from voxcli.tts.normalize import speakable
 from voxcli.tts.outbox import POLL_S, Cancelled, Outbox
 from voxcli.tts.playback import PlaybackClock
+from voxcli.tts.words import PieceWords, attach
 
 Item = tuple[Any, float]
 """A prepared sentence (the voice's `Prepared`) and the seconds its front part took."""
@@ -49,13 +50,17 @@ def prepared(intake: TextIntake, engine: Any, halt: threading.Event, spoken: lis
     """Every sentence of the stream, prepared, in order (runs in the thread that iterates it).
 
     `spoken[0]` counts the speakable characters taken. Only the model work is
-    timed: waiting for text is not synthesis.
+    timed: waiting for text is not synthesis. Each sentence gets its words (`p.words`, voxcli.tts.words),
+    with spans of the text sent: the chunker's pieces concatenate to exactly that text.
     """
+    offset = 0
     while (text := intake.next_text(halt)) is not None:
         clean = speakable(text)  # the one normalization pass: the voice's own is switched off below
+        piece_at, offset = offset, offset + len(text)
         if not clean:
             continue
         spoken[0] += len(clean)
+        words = PieceWords(text, clean, piece_at)
         step = getattr(engine, "iter_prepare", None) or engine.prepare
         t = clock()
         sentences = iter(step(clean, normalize=False))
@@ -66,6 +71,7 @@ def prepared(intake: TextIntake, engine: Any, halt: threading.Event, spoken: lis
                 break
             if halt.is_set():
                 raise Cancelled
+            attach(p, engine, words.sentence(p.text))
             yield p, dt
             t = clock()  # the consumer's time between sentences is not this stage's
 
@@ -169,8 +175,11 @@ class Decoder:
     def speak(self, p: Any, prepare_s: float) -> None:
         """One prepared sentence: blocks sized by the scheduler; its front time goes to the first block."""
         self._check()
+        timing, base, pos = getattr(p, "words", None), self.audio_samples, 0  # words: stream samples before
         if getattr(p, "latent", None) is None and getattr(p, "audio", None) is not None:
-            self.emit(np.asarray(p.audio, np.float32).reshape(-1), p.text, prepare_s)  # voice cannot stream
+            audio = np.asarray(p.audio, np.float32).reshape(-1)
+            words = timing.take(0, audio.size, base, self.sample_rate, last=True) if timing else ()
+            self.emit(audio, p.text, prepare_s, words)  # voice cannot stream
             return
         blocks = self._engine.blocks(p, self._block_size)
         first = True
@@ -183,8 +192,9 @@ class Decoder:
                 return
             block = np.asarray(block, np.float32).reshape(-1)
             self._scheduler.observe(round(block.size / self._engine.hop_length), dt)
-            self.emit(block, p.text if first else "", dt + prepare_s)
-            first, prepare_s = False, 0.0
+            words = timing.take(pos, pos + block.size, base, self.sample_rate) if timing else ()  # words:
+            self.emit(block, p.text if first else "", dt + prepare_s, words)
+            first, prepare_s, pos = False, 0.0, pos + block.size
 
     def _check(self) -> None:
         if self._halt.is_set():
@@ -194,7 +204,7 @@ class Decoder:
         # Sizes are asked for lazily: spend the audio already queued ahead of the player.
         return self._scheduler.next_frames(self.playback.buffered(self._elapsed()))
 
-    def emit(self, audio: np.ndarray, text: str, synth_s: float) -> None:
+    def emit(self, audio: np.ndarray, text: str, synth_s: float, words: tuple = ()) -> None:
         if audio.size == 0:
             return
         audio, _ = sanitize(audio)
@@ -202,7 +212,8 @@ class Decoder:
         if self.ttfa is None:
             self.ttfa = t
         self.playback.add(t, audio.size / float(self.sample_rate))
-        chunk = AudioChunk(audio, self.sample_rate, self.chunks, text=text, t_emit=t, synth_s=synth_s)
+        chunk = AudioChunk(audio, self.sample_rate, self.chunks, text=text, t_emit=t, synth_s=synth_s,
+                           words=words)
         self.synth_s += synth_s
         self.audio_samples += audio.size
         self.chunks += 1

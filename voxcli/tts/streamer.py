@@ -12,6 +12,7 @@ current model call.
     s = open_tts_streamer()
     s.send("Hello "); s.send("world. More text"); s.finish()
     for chunk in s.output: ...          # AudioChunk ..., then one final/cancelled sentinel
+    s2 = open_tts_streamer(); s2.send(whole_text, final=True)   # known up front: whole sentences
 
 Text is bounded too (issue 18: `speak -` fed endless text): the text not yet
 synthesized is kept under `max_pending_chars`, and a sender over it waits
@@ -86,6 +87,10 @@ class StreamerConfig:
     front_hold_s: float = 0.5
     """The front stage runs beside the decoder only while this much audio is queued ahead
     of the player (or the decoder is idle): it never slows a block the player waits for."""
+    blocks: Any = None
+    """This stream's block knobs (a voice `StreamConfig`: first_frames, frames, lookback,
+    lookahead, overlap; build one with `voxcli.tts.profile.knobs_config`); None: the voice's.
+    When given, its first_frames and frames size the blocks instead of the two fields above."""
 
 
 class TTSStreamer:
@@ -96,7 +101,7 @@ class TTSStreamer:
         self.voice = voice if isinstance(voice, Voice) else Voice(voice)
         self.config = cfg = config or StreamerConfig()
         self.sample_rate = self.voice.sample_rate
-        self._engine = self.voice.engine
+        self._engine = _with_blocks(self.voice.engine, cfg.blocks)
         self._now = clock
         self._cancel = threading.Event()  # cancel() was called
         self._halt = threading.Event()  # the stages stop: cancelled, or one of them failed
@@ -105,11 +110,13 @@ class TTSStreamer:
         self._out = Outbox(cfg.max_queued_chunks)
         vcfg = getattr(self._engine, "config", None)
         hop = getattr(self._engine, "hop_length", 256)
+        knobs = cfg.blocks or cfg  # the stream's own knobs size the blocks, else this config's
         scheduler = BlockScheduler(
-            first_frames=cfg.first_frames or getattr(vcfg, "first_frames", 16),
-            max_frames=cfg.max_frames or getattr(vcfg, "frames", 64),
+            first_frames=knobs.first_frames or getattr(vcfg, "first_frames", 16),
+            max_frames=getattr(knobs, "frames", None) or cfg.max_frames or getattr(vcfg, "frames", 64),
             frame_s=hop / float(self.sample_rate),
             safety=cfg.safety,
+            context=getattr(vcfg, "lookback", 0) + getattr(vcfg, "lookahead", 0),
         )
         self._decoder = Decoder(self._engine, scheduler, self._out, self._halt, self._elapsed,
                                 self.sample_rate, clock)
@@ -121,15 +128,22 @@ class TTSStreamer:
 
     # -- caller side -----------------------------------------------------------------
 
-    def send(self, delta: str, *, block: bool = True) -> None:
-        """Add text. Ignored after cancel().
+    def send(self, delta: str, *, block: bool = True, final: bool = False) -> None:
+        """Add text. Ignored after cancel(). `final=True`: this is the last text (then `finish()`).
+
+        Text sent whole with `final=True` (the first and last send) is known up
+        front: its sentences are spoken whole, never cut after a few words or at
+        a clause (the voice decodes inside the sentence in blocks for the early
+        first audio). Incremental text (several sends: an LLM, a pipe) starts
+        with a short first piece instead, since the rest of its sentence may not
+        have been written yet.
 
         Back-pressure: while `max_pending_chars` wait to be synthesized, `block=True`
         waits (checking cancel every POLL_S), `block=False` raises BufferError. With
         room the delta is taken whole: at most budget + one delta is held, and one
         big send to a fresh streamer never waits (send, then read output: no deadlock).
         """
-        self._intake.send(delta, block=block, cancel=self._cancel, alive=self._thread.is_alive)
+        self._intake.send(delta, block=block, cancel=self._cancel, alive=self._thread.is_alive, final=final)
 
     def finish(self) -> None:
         """No more text: speak what is buffered, then end the output with the final sentinel."""
@@ -280,8 +294,8 @@ class Voice:
         """Chunks of `text` as soon as each is ready (ends with the final sentinel)."""
         streamer = TTSStreamer(self, config)
         try:
-            streamer.send(text, block=False)  # a fresh streamer takes one delta whole, never raises
-            streamer.finish()
+            # a fresh streamer takes one delta whole, never raises; known text: whole sentences
+            streamer.send(text, block=False, final=True)
             yield from streamer.output
         finally:
             streamer.close()  # a no-op once the sentinel was delivered
@@ -342,6 +356,17 @@ def open_tts_streamer(voice: "str | Voice | VoiceEngine | None" = None,
     if voice is None or isinstance(voice, str):
         voice = load_voice(voice)
     return TTSStreamer(voice, _with_flush(config, max_buffer_flush_ms))
+
+
+def _with_blocks(engine: Any, blocks: Any) -> Any:
+    """The engine as this stream sees it: a shallow copy whose `config` is `blocks` (sessions shared)."""
+    if blocks is None:
+        return engine
+    import copy
+
+    view = copy.copy(engine)
+    view.config = blocks
+    return view
 
 
 def _with_flush(config: StreamerConfig | None, flush_ms: float | None) -> StreamerConfig | None:

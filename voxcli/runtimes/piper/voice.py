@@ -1,13 +1,16 @@
 """Piper (VITS) voice on onnxruntime, vocoded in blocks for intra-sentence streaming.
 
 `prepare()` phonemizes (espeak-ng, like piper-tts) and runs the front part of
-the graph (text encoder, duration predictor, flow) up to the latent `z`;
-`blocks()` then vocodes `z` a block at a time with the HiFi-GAN decoder, each
-block decoded with `lookback`/`lookahead` frames of context that are thrown
-away and cross-faded over `overlap` frames with its neighbour. The first
-audio of a long sentence therefore exists after the front part plus one
-small block instead of after the whole sentence. Voices whose graph cannot
-be split (see graph_split) fall back to whole-sentence synthesis.
+the graph (text encoder, duration predictor, prior sampling) up to `z_p`;
+`blocks()` then runs the flow (`z_p` -> `z`) and the HiFi-GAN decoder a block
+of frames at a time. Both are convolutional along the frames, so a block
+decoded with enough context on each side (`flow_context` frames of `z_p` for
+the flow, `lookback`/`lookahead` frames of `z` for the decoder) is the whole
+decode's audio to within float rounding (>= 110 dB SNR on en_US-joe-medium;
+tests/tts/test_split_exact.py holds >= 90 dB). The first audio of a long
+sentence exists after the front part plus one small block: the sentence never
+has to be cut to get it early. Voices whose graph cannot be split (see
+graph_split) fall back to whole-sentence synthesis.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import numpy as np
 from voxcli.errors import IntegrityError, ModelNotFoundError
 from voxcli.runtimes.onnx import default_threads, session
 from voxcli.runtimes.piper.graph_split import SplitError, load_or_split
+from voxcli.runtimes.piper.probe_record import probed
 from voxcli.runtimes.piper.phonemize import EspeakPhonemizer, phonemes_to_ids
 
 _LOG = logging.getLogger(__name__)
@@ -34,27 +38,33 @@ _LOG = logging.getLogger(__name__)
 # loop runs ASR at the same time) may pass threads=1.
 DEFAULT_MAX_THREADS: Final = 2
 _PROBE_TEXT: Final = "Hello there."
+_FLOW_AHEAD: Final = 2
+"""The flow runs over this many times the window a block asks for (see `PiperVoice.latent`)."""
 
 
 @dataclass(frozen=True)
 class StreamConfig:
     """Block sizes, in latent frames (one frame = hop_length samples, 11.6 ms at 22,050 Hz).
 
-    Defaults measured with benchmarks/bench_piper_split.py: +-8 frames of
-    context keep blocked decoding within ~56 dB SNR of decoding the whole
-    sentence at once (4 frames: ~31 dB, none: ~11 dB, audible clicks).
+    Context measured on en_US-joe-medium (42-word sentence, 40-frame blocks,
+    SNR against one whole decode): the decoder's receptive field is +-10 frames
+    (10: 123 dB, 9: 79 dB, 8: 65 dB, 6: 49 dB), the flow's about +-26 (28: 130 dB
+    decoded audio, 24: 100 dB, 16: 42 dB). With them blocks need no cross-fade.
     """
 
     first_frames: int = 16
     """First block of a sentence: small, so the first audio comes quickly (~186 ms)."""
-    frames: int = 64
-    """Later blocks (~743 ms): fewer decoder calls, more context reuse."""
-    lookback: int = 8
-    """Context frames decoded before a block and discarded."""
-    lookahead: int = 8
-    """Context frames decoded after a block and discarded."""
-    overlap: int = 2
-    """Frames cross-faded between consecutive blocks (hides any residual seam)."""
+    frames: int = 256
+    """Largest later block (~3 s), and the least the flow computes ahead at a time: each block
+    re-decodes lookback + lookahead frames, so large blocks keep the total CPU near a whole decode."""
+    lookback: int = 10
+    """Context frames of `z` decoded before a block and discarded."""
+    lookahead: int = 10
+    """Context frames of `z` decoded after a block and discarded."""
+    overlap: int = 0
+    """Frames cross-faded between consecutive blocks (0: exact blocks join without a seam)."""
+    flow_context: int = 28
+    """Context frames of `z_p` on each side of a flow segment."""
 
 
 @dataclass
@@ -72,6 +82,15 @@ class Prepared:
     """Whole-sentence audio when the voice cannot be split, else None."""
     prepare_s: float
     """Seconds spent on this sentence (its share of phonemizing + the front part)."""
+    durations: np.ndarray | None = None
+    """Frames per id (int64, len(ids), summing to `frames`): the duration predictor's output,
+    read from the split front part; None when the voice gives none (word times are then
+    estimated, see voxcli.tts.words)."""
+    words: Any = None
+    """Set by the TTS layer after `prepare` (voxcli.tts.words.SentenceWords: the sentence's words,
+    their written characters and frames); the runtime never reads it."""
+    z: np.ndarray | None = field(default=None, repr=False)
+    """The flow's output for frames [0, z.shape[2]), exact; grown by `render` as blocks need it."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +133,7 @@ class PiperVoice:
 
     def __init__(self, name: str, voice_config: VoiceConfig, phonemizer: EspeakPhonemizer,
                  front: Any | None, decoder: Any | None, whole: Any | None,
-                 stream_config: StreamConfig) -> None:
+                 stream_config: StreamConfig, *, flow: Any | None = None, mask: str | None = None) -> None:
         self.name = name
         self.voice_config = voice_config
         self.sample_rate = voice_config.sample_rate
@@ -130,13 +149,16 @@ class PiperVoice:
         self.scales = np.array([voice_config.noise_scale, voice_config.length_scale, voice_config.noise_w],
                                dtype=np.float32)
         self._front, self._decoder, self._whole = front, decoder, whole
-        self.can_stream = front is not None and decoder is not None
+        self._flow, self._mask = flow, mask
+        self.can_stream = front is not None and flow is not None and decoder is not None
         self.threads: int | None = None
         """Intra-op threads of each session (set by `load`)."""
+        self.durations_output: str | None = None
+        """Name of the front part's duration output (graph_split.find_durations), if it has one."""
 
     def sessions(self) -> tuple[Any, ...]:
-        """The onnxruntime sessions in use: (front, decoder) when streaming, else (whole,)."""
-        return (self._front, self._decoder) if self.can_stream else (self._whole,)
+        """The onnxruntime sessions in use: (front, flow, decoder) when streaming, else (whole,)."""
+        return (self._front, self._flow, self._decoder) if self.can_stream else (self._whole,)
 
     @classmethod
     def load(cls, onnx_path: Path, config_path: Path | None = None, derived_dir: Path | None = None,
@@ -161,28 +183,32 @@ class PiperVoice:
         phonemizer = EspeakPhonemizer(vc.espeak_voice, vc.vowel_clusters)
         threads = threads or default_threads(DEFAULT_MAX_THREADS)
         name = onnx_path.name.removesuffix(".onnx")
-        front = decoder = None
+        front = flow = decoder = split = None
         try:
             split = load_or_split(onnx_path, derived_dir)
             front = session(split.front, threads=threads)
+            flow = session(split.flow, threads=threads)  # type: ignore[arg-type]
             decoder = session(split.decoder, threads=threads)
         except SplitError as exc:
             _LOG.info("voice %s cannot stream inside sentences (%s): whole sentences", name, exc)
-        voice = cls(name, vc, phonemizer, front, decoder, None, stream_config or StreamConfig())
+        voice = cls(name, vc, phonemizer, front, decoder, None, stream_config or StreamConfig(),
+                    flow=flow, mask=split.mask if split is not None else None)
+        if front is not None and split.durations in {o.name for o in front.get_outputs()}:
+            voice.durations_output = split.durations
         voice.normalizer = normalizer
         voice.threads = threads
-        if voice.can_stream and not voice._probe():
-            voice._front = voice._decoder = None
+        if voice.can_stream and not probed(split, voice._probe):  # a cold start probes a split once, not per run
+            voice._front = voice._flow = voice._decoder = None
             voice.can_stream = False
         if not voice.can_stream:
             voice._whole = session(onnx_path, threads=threads)
         return voice
 
     def _probe(self) -> bool:
-        """Warm the sessions up and check the split: decoder(latent) gives frames * hop samples."""
+        """Warm the sessions up and check the split: flow + decoder give frames * hop samples."""
         try:
             p = self.prepare(_PROBE_TEXT, normalize=False)[0]
-            audio = self._decode(p.latent)  # type: ignore[arg-type]
+            audio = self.render(p, 0, p.frames)
         except Exception as exc:  # a graph that splits but does not run: fall back
             _LOG.warning("split voice %s failed its probe (%s): whole sentences", self.name, exc)
             return False
@@ -219,15 +245,25 @@ class PiperVoice:
         for sentence_text, phonemes, ids in sentences:
             t = time.perf_counter()
             if self.can_stream:
-                latent = self._front.run(None, self._inputs(ids))[0]  # type: ignore[union-attr]
-                latent = np.ascontiguousarray(latent, dtype=np.float32)
-                prepared = Prepared(sentence_text, "".join(phonemes), ids, int(latent.shape[2]), latent, None, 0.0)
+                latent, durations = self._run_front(ids)
+                prepared = Prepared(sentence_text, "".join(phonemes), ids, int(latent.shape[2]), latent, None, 0.0,
+                                    durations)
             else:
                 audio = self._whole.run(None, self._inputs(ids))[0]  # type: ignore[union-attr]
                 prepared = Prepared(sentence_text, "".join(phonemes), ids, 0, None,
                                     np.asarray(audio, np.float32).reshape(-1), 0.0)
             prepared.prepare_s = share + time.perf_counter() - t
             yield prepared
+
+    def _run_front(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The latent and, when the front part outputs them, the frames per id (ints)."""
+        wanted = [self._front.get_outputs()[0].name]  # type: ignore[union-attr]
+        if self.durations_output:
+            wanted.append(self.durations_output)
+        outs = self._front.run(wanted, self._inputs(ids))  # type: ignore[union-attr]
+        latent = np.ascontiguousarray(outs[0], dtype=np.float32)
+        durations = np.rint(np.asarray(outs[1]).reshape(-1)).astype(np.int64) if len(outs) > 1 else None
+        return latent, durations
 
     def _inputs(self, ids: list[int]) -> dict[str, np.ndarray]:
         feeds = {
@@ -246,6 +282,37 @@ class PiperVoice:
         audio = self._decoder.run(None, {name: latent})[0]  # type: ignore[union-attr]
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
+    def _run_flow(self, p: Prepared, start: int, stop: int) -> np.ndarray:
+        """`z` of frames [start, stop): the flow over `z_p` with `flow_context` frames each side, trimmed."""
+        c = self.config.flow_context
+        a, b = max(0, start - c), min(p.frames, stop + c)
+        flow = self._flow  # type: Any
+        feeds = {flow.get_inputs()[0].name: p.latent[:, :, a:b]}  # type: ignore[index]
+        if self._mask:
+            feeds[self._mask] = np.ones((1, 1, b - a), np.float32)  # one unpadded sentence: every frame counts
+        z = flow.run(None, feeds)[0]
+        return np.ascontiguousarray(z[:, :, start - a:stop - a], dtype=np.float32)
+
+    def latent(self, p: Prepared, start: int, stop: int) -> np.ndarray:
+        """`z` of frames [start, stop), exact; in-order callers extend the cache `p.z`.
+
+        Why ahead: each flow call pays 2 x flow_context frames of context, so after the first
+        block (alone: it decides the first audio) the flow runs over 2x the window asked for:
+        a block then costs at most ~1.5x its decoder call (the flow costs ~0.27x the decoder per
+        frame), so the block scheduler's estimate holds. A caller that jumps ahead is not cached.
+        """
+        have = 0 if p.z is None else p.z.shape[2]
+        if stop <= have:
+            return p.z[:, :, start:stop]  # type: ignore[index]
+        if start > have:
+            return self._run_flow(p, start, stop)
+        upto = stop if have == 0 else max(stop, start + _FLOW_AHEAD * (stop - start))
+        if have and p.frames - upto < 4 * self.config.flow_context:
+            upto = p.frames  # a short rest would pay more context than frames
+        new = self._run_flow(p, have, upto)
+        p.z = new if p.z is None else np.concatenate([p.z, new], axis=2)
+        return p.z[:, :, start:stop]
+
     def render(self, p: Prepared, start: int, stop: int) -> np.ndarray:
         """Audio of frames [start, stop), decoded with lookback/lookahead context then trimmed."""
         if p.latent is None:
@@ -256,7 +323,7 @@ class PiperVoice:
             return np.zeros(0, np.float32)
         a = max(0, start - self.config.lookback)
         b = min(p.frames, stop + self.config.lookahead)
-        audio = self._decode(p.latent[:, :, a:b])
+        audio = self._decode(self.latent(p, a, b))
         hop = self.hop_length
         return audio[(start - a) * hop:(stop - a) * hop]
 
@@ -278,8 +345,8 @@ class PiperVoice:
         while start < p.frames:
             wanted = sizes(k) if sizes is not None else (cfg.first_frames if k == 0 else cfg.frames)
             stop = min(p.frames, start + max(smallest, int(wanted)))
-            if p.frames - stop < smallest:
-                stop = p.frames  # never leave a sliver shorter than the cross-fade
+            if p.frames - stop < max(smallest, 2 * (cfg.lookback + cfg.lookahead)):
+                stop = p.frames  # a rest this short is cheaper inside this block than with its own context
             audio = self.render(p, start, min(p.frames, stop + cfg.overlap))
             body = audio[:(stop - start) * hop].copy()
             if tail.size:
@@ -292,11 +359,14 @@ class PiperVoice:
 
     def synthesize(self, text: str, normalize: bool | None = None) -> np.ndarray:
         """The whole text at once (the --no-stream / batch baseline), sentences concatenated."""
-        parts = []
-        for p in self.prepare(text, normalize):
-            parts.append(self._decode(p.latent) if p.latent is not None else
-                         (p.audio if p.audio is not None else np.zeros(0, np.float32)))
+        parts = [self.whole(p) for p in self.prepare(text, normalize)]
         return np.concatenate(parts) if parts else np.zeros(0, np.float32)
+
+    def whole(self, p: Prepared) -> np.ndarray:
+        """The sentence decoded in one call (flow, then decoder): what `blocks` must join up to."""
+        if p.latent is None:
+            return p.audio if p.audio is not None else np.zeros(0, np.float32)
+        return self._decode(self._run_flow(p, 0, p.frames))
 
 
 _DAMAGED: Final = frozenset({"DecodeError", "InvalidProtobuf", "InvalidGraph"})
