@@ -25,6 +25,8 @@ def _jsonable(value: Any) -> Any:
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
+    if isinstance(value, Event):
+        return value.to_dict()  # AudioChunk.words
     return value
 
 
@@ -116,6 +118,9 @@ class AudioChunk(Event):
     """Seconds of compute that produced this chunk."""
     stats: StreamStats | None = None
     """Only on the final/cancelled sentinel."""
+    words: tuple[Word, ...] = ()
+    """TTS: the words that start in this chunk, with stream times and spans of the text sent
+    (voxcli.tts.words); () for the sentinels."""
 
     @property
     def duration_s(self) -> float:
@@ -167,14 +172,27 @@ class Progress(Event):
 
 @event("word")
 class Word(Event):
-    """A recognized word with its time span in the decoded buffer (seconds)."""
+    """A word with its time span: recognized (ASR, in the decoded buffer) or spoken (TTS, in the stream)."""
 
     text: str
     start: float
-    """Seconds from the start of the decoded buffer (estimated where the model gives no times)."""
+    """Seconds from the start of the decoded buffer / the TTS stream (estimated where the model gives no times)."""
     end: float
     prob: float = 1.0
     """Model confidence where the model has one; 1.0 where it has none."""
+    char_start: int | None = None
+    """TTS: start of the characters of the text sent that this word was read from ("$3.50" for
+    "dollars"); None for ASR words (no written text)."""
+    char_end: int | None = None
+    """TTS: end (exclusive) of that span."""
+
+    @property
+    def start_s(self) -> float:
+        return self.start
+
+    @property
+    def end_s(self) -> float:
+        return self.end
 
 
 @event("speculative_final")
@@ -207,6 +225,24 @@ class SpeculationEnd(Event):
     text: str
     speech_end: float
     t_emit: float
+
+
+@event("utterance_edge")
+class UtteranceEdge(Event):
+    """ASR: the streamer's endpointer started or ended an utterance (before that utterance's final caption).
+
+    The endpoint a chat user experiences is this one (`hold_from` included), so the agent stamps its
+    turns from these instead of running a second endpointer.
+    """
+
+    kind: Literal["start", "end"]
+    utterance: int
+    """The `Caption.utterance` its captions will carry (an utterance with no words gives its number to the next)."""
+    sample: float
+    """Stream seconds: the first speech frame ("start"), or where the trailing silence began ("end")."""
+    speech_end: float | None = None
+    """"end": stream seconds of the last speech sample (the turn's origin)."""
+    t_emit: float = 0.0
 
 
 # ---------------------------------------------------------------- chat turns

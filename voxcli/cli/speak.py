@@ -22,8 +22,11 @@ import typer
 from voxcli.cli.errors import STATE, device_hint, guarded, writing_stdout
 from voxcli.cli.options import (JsonOpt, OfflineOpt, OutputDeviceOpt, OutputFileOpt,
                                 QuietOpt, VerboseOpt, VoiceOpt, command_config, flag)
+from voxcli.cli.tts_knobs import (FirstFramesOpt, FramesOpt, LookaheadOpt, LookbackOpt, OverlapOpt,
+                                  resolve_knobs, stream_knobs)
 from voxcli.cli.corpus_run import BatchArgs, ForceOpt, JobsOpt, RayOpt, show_batch
-from voxcli.cli.views.tts import chunk_view, summary_line
+from voxcli.cli.speak_words import SentText, check_subtitles, pick_view, write_subtitles
+from voxcli.cli.views.tts import summary_line
 from voxcli.audio.pcm import check_rate
 from voxcli.errors import UsageError
 from voxcli.events import AudioChunk, StreamStats
@@ -32,9 +35,11 @@ HELP = """\
 Speak text with the lowest time-to-first-audio: synthesis streams sentence by
 sentence (and block by block inside a sentence) while later text is still
 arriving. Text comes from the argument, or from stdin with `-` (read as it
-arrives). Audio goes to the speaker unless -o or --raw is given. A live table
-of chunks and a summary (TTFA, RTF) go to stderr; --json prints chunk events
-as JSON lines instead (on stdout, or stderr with --raw).
+arrives). Audio goes to the speaker unless -o or --raw is given. A live view
+(the text, the word being heard highlighted; --table, -o or --raw: the chunk
+table) and a summary (TTFA, RTF) go to stderr; --json prints chunk and word events
+as JSON lines instead (on stdout, or stderr with --raw). Word times come from
+the voice's own phoneme durations; --subtitles writes them as SRT or WebVTT cues.
 
 [bold]Examples[/bold]
 
@@ -44,7 +49,8 @@ as JSON lines instead (on stdout, or stderr with --raw).
   voxcli speak "Hi." --raw --format f32le --rate 16000 > hi.f32
   some-llm | voxcli speak -                     speak while text streams in
   voxcli speak --no-stream "Compare."           synthesize everything first
-  voxcli speak "Hi." --json -o hi.wav           chunk events as JSON lines
+  voxcli speak "Hi." --json -o hi.wav           chunk and word events as JSON lines
+  voxcli speak "Hi there." -o hi.wav --subtitles hi.vtt    subtitles timed to the audio
   voxcli speak --from lines.txt --out-dir ds    a TTS data set (LJSpeech layout)
 """
 
@@ -131,22 +137,25 @@ class _Outputs:
 
 def _no_stream(voice: Any, text: str) -> list[AudioChunk]:
     """Synthesize everything first (the comparison baseline): one chunk, then the final sentinel."""
+    from voxcli.tts.words import synthesize
+
     t0 = time.perf_counter()
-    audio = voice.synthesize(text)
+    audio, words = synthesize(voice, text)
     dt = time.perf_counter() - t0
     sr = voice.sample_rate
     audio_s = audio.size / sr
     stats = StreamStats(ttfa_s=dt if audio.size else None, rtf=dt / audio_s if audio_s else 0.0, audio_s=audio_s,
                         total_s=dt, chunks=1 if audio.size else 0, underruns=0)
-    chunks = [AudioChunk(audio, sr, 0, text=text, t_emit=dt, synth_s=dt)] if audio.size else []
+    chunks = [AudioChunk(audio, sr, 0, text=text, t_emit=dt, synth_s=dt, words=tuple(words))] if audio.size else []
     return chunks + [AudioChunk(np.zeros(0, np.float32), sr, len(chunks), is_final=True, kind="final",
                                 t_emit=dt, stats=stats)]
 
 
-def _feed_stdin(streamer: Any, errors: list[BaseException]) -> None:
+def _feed_stdin(streamer: Any, errors: list[BaseException], sent: SentText) -> None:
     """Send stdin to the streamer; `send` blocks while enough text waits, so endless input stays flat in memory."""
     try:
         for piece in _stdin_pieces():
+            sent.add(piece)
             streamer.send(piece, block=True)
     except BaseException as e:  # noqa: BLE001 - re-raised by the main thread
         errors.append(e)
@@ -174,21 +183,23 @@ def _check_args(text: str | None, output: Path | None, fmt: str, rate: int | Non
     return from_stdin
 
 
-def _chunks(voice: Any, text: str | None, from_stdin: bool, stream: bool,
-            flush_ms: float | None = None) -> tuple[Any, Any, list[BaseException]]:
-    """(chunk iterator, streamer or None, errors of the stdin feeder)."""
+def _chunks(voice: Any, text: str | None, from_stdin: bool, stream: bool, sent: SentText,
+            flush_ms: float | None = None, knobs: Any = None) -> tuple[Any, Any, list[BaseException]]:
+    """(chunk iterator, streamer or None, errors of the stdin feeder); the text sent goes to `sent`."""
     errors: list[BaseException] = []
     if not stream:
         full = "".join(_stdin_pieces()) if from_stdin else str(text)
         if not full.strip():
             raise UsageError("no text to speak: the input is empty or only whitespace")
+        sent.add(full)
         return iter(_no_stream(voice, full)), None, errors
-    streamer = voice.open_stream(max_buffer_flush_ms=flush_ms)
+    streamer = voice.open_stream(knobs, max_buffer_flush_ms=flush_ms)
     if from_stdin:
-        threading.Thread(target=_feed_stdin, args=(streamer, errors), daemon=True, name="voxcli-stdin").start()
+        threading.Thread(target=_feed_stdin, args=(streamer, errors, sent), daemon=True,
+                         name="voxcli-stdin").start()
     else:
-        streamer.send(str(text))
-        streamer.finish()
+        sent.add(str(text))
+        streamer.send(str(text), final=True)  # known up front: whole sentences (issue 15)
     return streamer.output, streamer, errors
 
 
@@ -207,6 +218,10 @@ def speak(
         help="Speak text that waited this long (ms) without a sentence or clause boundary, "
              "e.g. an LLM that stalls mid-clause; 0 = only at boundaries "
              "(default: config tts.max_buffer_flush_ms, 1500).")] = None,
+    subtitles: Annotated[Optional[Path], typer.Option(
+        "--subtitles", help="Also write subtitles timed to the audio: a .srt or .vtt file (atomically).",
+        show_default=False)] = None,
+    table: Annotated[bool, flag("--table", help="Show the live chunk table instead of the highlighted text.")] = False,
     from_list: Annotated[Optional[str], typer.Option("--from", help="A data set: speak each line of this file (- for stdin) into --out-dir.", show_default=False)] = None,
     out_dir: Annotated[Optional[Path], typer.Option("--out-dir", help="With --from: wavs/<id>.wav per line + metadata.csv (LJSpeech), resumable.", show_default=False)] = None,
     prefix: Annotated[str, typer.Option("--prefix", help="With --from: utterance ids are PREFIX-00001, ...")] = "line",
@@ -217,6 +232,11 @@ def speak(
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     offline: OfflineOpt = False,
+    first_frames: FirstFramesOpt = None,
+    frames: FramesOpt = None,
+    lookback: LookbackOpt = None,
+    lookahead: LookaheadOpt = None,
+    overlap: OverlapOpt = None,
 ) -> None:
     """Speak text (the `voxcli speak` command)."""
     if from_list is not None or out_dir is not None:
@@ -226,6 +246,7 @@ def speak(
         raise UsageError("--jobs, --ray and --force apply to --from/--out-dir data sets")
     fmt = fmt.lower()
     from_stdin = _check_args(text, output, fmt, rate)
+    check_subtitles(subtitles)
 
     from voxcli.config import resolve
     from voxcli.tts.streamer import load_voice
@@ -234,19 +255,28 @@ def speak(
     voice_name = resolve("tts.voice", voice, config=cfg)
     flush_ms = resolve("tts.max_buffer_flush_ms", max_buffer_flush_ms, config=cfg)
     device = resolve("devices.output", device, config=cfg)
+    knob_values = resolve_knobs(cfg, first_frames=first_frames, frames=frames, lookback=lookback,
+                                lookahead=lookahead, overlap=overlap)
     tts = load_voice(voice_name, offline=STATE.offline or None)
+    knobs = stream_knobs(tts, knob_values) if stream else None
     with device_hint("speak"):
         outputs = _Outputs(tts.sample_rate, output=output, raw=raw, fmt=fmt, rate=rate, device=device)
     json_stream = sys.stderr if raw else sys.stdout
-    view = None if (quiet or json_out) else chunk_view()
+    sent = SentText(keep=not from_stdin or subtitles is not None)
+    view = pick_view(outputs.player, sent, quiet, json_out, table or verbose)
     streamer = None
+    words: list[Any] = []
     try:
-        chunks, streamer, errors = _chunks(tts, text, from_stdin, stream, flush_ms)
+        chunks, streamer, errors = _chunks(tts, text, from_stdin, stream, sent, flush_ms, knobs)
         last: AudioChunk | None = None
         for chunk in chunks:
             if json_out:
                 with writing_stdout():
                     print(chunk.to_json(), file=json_stream, flush=True)
+                    for w in chunk.words:
+                        print(w.to_json(), file=json_stream, flush=True)
+            if subtitles is not None:
+                words.extend(chunk.words)
             if chunk.kind != "audio":
                 last = chunk
                 break
@@ -260,6 +290,8 @@ def speak(
             if streamer.spoken_chars == 0:
                 raise UsageError("no text to speak: the input is empty, whitespace or has nothing speakable")
         outputs.finish()
+        if subtitles is not None:
+            write_subtitles(subtitles, words, sent.text())
         if view is not None:
             view.finish(summary_line(last.stats, mode="stream" if stream else "no-stream")
                         if last is not None and last.stats is not None else "done")

@@ -6,12 +6,13 @@ so logs stay readable and nothing ever touches stdout.
 """
 from __future__ import annotations
 
+import bisect
 import sys
-from typing import IO, Sequence
+from typing import IO, Any, Callable, Sequence
 
 from voxcli.audio.devices import DeviceInfo
 from voxcli.cli.views.terminal import fancy_terminal
-from voxcli.events import AudioChunk, StreamStats
+from voxcli.events import AudioChunk, StreamStats, Word
 
 #: Rows kept in the live table; older ones are summarized (100k-character texts).
 MAX_ROWS = 16
@@ -55,7 +56,22 @@ class PlainChunkView:
         pass
 
 
-class RichChunkView:
+class _LiveView:
+    """A rich `Live` display on stderr (`self._live`, `self.console`) that ends with a bold summary line."""
+
+    console: Any
+    _live: Any
+
+    def finish(self, line: str) -> None:
+        self.close()
+        self.console.print(f"[bold]{line}[/bold]", highlight=False)
+
+    def close(self) -> None:
+        if self._live.is_started:
+            self._live.stop()
+
+
+class RichChunkView(_LiveView):
     """A live table of chunks on stderr (the last MAX_ROWS rows) and a summary line."""
 
     def __init__(self) -> None:
@@ -87,13 +103,76 @@ class RichChunkView:
         self.rows.append(chunk_fields(c))
         self._live.update(self._table())
 
-    def finish(self, line: str) -> None:
-        self.close()
-        self.console.print(f"[bold]{line}[/bold]", highlight=False)
 
-    def close(self) -> None:
-        if self._live.is_started:
-            self._live.stop()
+class RichWordView(_LiveView):
+    """The text being spoken, the word under the play head highlighted (a TTY with a speaker).
+
+    The highlight follows `position()` (stream seconds the listener has heard:
+    the device's play head), redrawn by rich's refresh thread, not by chunk
+    arrival: chunks run ahead of playback by up to the player's buffer.
+    """
+
+    WINDOW = 240
+    """Characters shown around the current word (long texts scroll)."""
+
+    def __init__(self, text: Callable[[], str], position: Callable[[], float]) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(stderr=True)
+        self._text, self._position = text, position
+        self.words: list[Word] = []
+        self._starts: list[float] = []
+        self._live = Live(self, console=self.console, refresh_per_second=20, transient=False)
+        self._live.start()
+
+    KEPT = 4096
+    """Words kept (endless piped text: the view's memory stays flat)."""
+
+    def current(self, t: float) -> Word | None:
+        """The last word that started at or before stream time `t` (None before the first)."""
+        i = self._index(t)
+        words = self.words
+        return words[i] if 0 <= i < len(words) else None
+
+    def _index(self, t: float) -> int:
+        return bisect.bisect_right(self._starts, t) - 1
+
+    def __rich__(self):  # type: ignore[no-untyped-def]
+        from rich.text import Text
+
+        t = self._position()
+        text, word = self._text(), self.current(t)
+        if not text:  # piped text is not kept (flat memory): show the spoken words around the current one
+            return self._spoken(self._index(t))
+        a, b = (word.char_start or 0, word.char_end or 0) if word is not None else (0, 0)
+        lo = max(0, a - self.WINDOW // 2)
+        lo = lo if lo == 0 else text.find(" ", lo) + 1
+        hi = min(len(text), max(b, lo) + self.WINDOW // 2)
+        out = Text("…" if lo else "")
+        out.append(text[lo:a])
+        out.append(text[a:b], style="bold reverse")
+        out.append(text[b:hi], style="dim")
+        return out if hi >= len(text) else out + Text("…", style="dim")
+
+    def _spoken(self, i: int):  # type: ignore[no-untyped-def]
+        from rich.text import Text
+
+        words, out = self.words, Text()
+        for k in range(max(0, i - 20), min(len(words), i + 20)):
+            out.append(words[k].text + " ", style="bold reverse" if k == i else ("dim" if k > i else ""))
+        return out
+
+    def add(self, c: AudioChunk) -> None:
+        self.words.extend(c.words)  # words before starts: a reader never sees a start without its word
+        self._starts.extend(w.start for w in c.words)
+        if len(self.words) > 2 * self.KEPT:  # the refresh thread may draw one frame from the old lists
+            self.words, self._starts = self.words[-self.KEPT:], self._starts[-self.KEPT:]
+
+
+def word_view(text: Callable[[], str], position: Callable[[], float]) -> RichWordView | None:
+    """The highlighting view on a rich terminal, else None (the caller shows the chunk view)."""
+    return RichWordView(text, position) if fancy_terminal() else None
 
 
 def chunk_view(quiet: bool = False) -> "PlainChunkView | RichChunkView | None":
