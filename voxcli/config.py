@@ -118,9 +118,20 @@ def _ledger_terms() -> tuple[KeySpec, ...]:
     return tuple(KeySpec(f"ledger.{n}_ms", float, None, f"ledger term {n}_ms (unset: the preset's)") for n in names)
 
 
+def _tts_knobs() -> tuple[KeySpec, ...]:
+    # Unset: the calibrated profile's, else the voice's StreamConfig (voxcli.tts.profile).
+    docs = {"first_frames": "first block of a sentence", "frames": "largest later block",
+            "lookback": "context decoded before a block", "lookahead": "context decoded after a block",
+            "overlap": "cross-faded between blocks"}
+    return tuple(KeySpec(f"tts.{n}", int, None, f"{d}, in latent frames (unset: profile's, else the voice's)")
+                 for n, d in docs.items())
+
+
 KEYS: Final[tuple[KeySpec, ...]] = (
     KeySpec("tts.voice", str, None, "default voice for speak, bench and chat (unset: the catalog's)"),
     KeySpec("tts.max_buffer_flush_ms", float, 1500.0, "speak text stalled this long without a boundary (0 = off)"),
+    *_tts_knobs(),
+    KeySpec("tts.profile", str, None, "TTS profile file, or none (unset: the one `bench ttfa --calibrate` wrote)"),
     KeySpec("asr.model", str, None, "default ASR model for transcribe, bench asr and chat (unset: the catalog's)"),
     KeySpec("asr.endpoint_ms", float, DEFAULT_ENDPOINT_MS, "silence hold before a spoken turn ends"),
     KeySpec("asr.endpoint", str, "vad", "chat's end of turn: vad (silence hold) or semantic (SmolLM2 end-of-turn score)"),

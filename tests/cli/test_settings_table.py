@@ -62,6 +62,9 @@ def _rows() -> list[Row]:
         Row(speak, "tts.voice", "--voice"),
         Row(speak, "devices.output", "--device"),
         Row(speak, "tts.max_buffer_flush_ms", "--max-buffer-flush-ms"),
+        *(Row(speak, f"tts.{k}", f"--{k.replace('_', '-')}")
+          for k in ("first_frames", "frames", "lookback", "lookahead", "overlap")),
+        Row(speak, "tts.profile", None),
         Row(transcribe, "asr.model", "--model"),
         Row(transcribe, "asr.endpoint_ms", "--endpoint-ms"),
         Row(("transcribe", "--live"), "devices.input", "--device"),

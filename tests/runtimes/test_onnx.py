@@ -30,7 +30,7 @@ def test_every_runtime_session_follows_the_policy(voice_bundle, asr_bundle, vad_
     asr = MoonshineASR.load(asr_bundle.path, threads=1)
     vad = SileroVAD.load(vad_bundle.file("silero_vad.onnx"))
     sessions = {
-        "piper front": voice.sessions()[0], "piper decoder": voice.sessions()[1],
+        "piper front": voice.sessions()[0], "piper flow": voice.sessions()[1], "piper decoder": voice.sessions()[2],
         "moonshine encoder": asr.encoder, "moonshine decoder": asr.decoder, "silero": vad.session,
     }
     assert {name: _policy(s) for name, s in sessions.items()} == {name: POLICY for name in sessions}

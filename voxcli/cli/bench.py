@@ -18,6 +18,7 @@ from voxcli.cli.bench_asr import ASR_HELP, bench_asr
 from voxcli.cli.errors import STATE, err, guarded
 from voxcli.cli.options import JsonOpt, OfflineOpt, QuietOpt, VerboseOpt, VoiceOpt, command_config, flag
 from voxcli.errors import ExitCode, UsageError
+from voxcli.tts.profile import DEFAULT_SAFETY, DEFAULT_SNR_DB
 
 TTFA_HELP = """\
 Measure time-to-first-audio of streaming TTS, warm (one loaded voice) and
@@ -107,6 +108,12 @@ def ttfa(
     max_p50_ms: Annotated[Optional[float], typer.Option("--max-p50-ms", min=0.0, show_default=False, help="Fail (exit 1) if warm TTFA p50 exceeds this (default: config bench.max_p50_ms).")] = None,
     max_p95_ms: Annotated[Optional[float], typer.Option("--max-p95-ms", min=0.0, show_default=False, help="Fail (exit 1) if warm TTFA p95 exceeds this (default: config bench.max_p95_ms).")] = None,
     no_history: Annotated[bool, flag("--no-history", help="Do not append this run to the history.")] = False,
+    calibrate: Annotated[bool, flag("--calibrate", help="Instead: measure this device and write the TTS profile "
+                                    "`speak` uses (block sizes and context; see `voxcli doctor`).")] = False,
+    safety: Annotated[float, typer.Option("--safety", min=1.0, help="With --calibrate: the schedule must keep up "
+                                          "on a device this many times slower.")] = DEFAULT_SAFETY,
+    snr_db: Annotated[float, typer.Option("--snr-db", min=10.0, help="With --calibrate: blocks within this SNR "
+                                          "of whole decoding.")] = DEFAULT_SNR_DB,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
     offline: OfflineOpt = False,
@@ -114,6 +121,10 @@ def ttfa(
     """Time-to-first-audio of streaming TTS (the `voxcli bench ttfa` command)."""
     import voxcli
     from voxcli.bench import report as bench_report, ttfa as bench_ttfa
+
+    if calibrate:
+        run_calibration(voice, safety, snr_db, json_out, quiet)
+        return
 
     if text is not None and file is not None:
         raise UsageError("give --text or --file, not both")
@@ -157,6 +168,38 @@ def ttfa(
         err(f"voxcli: {v.message()}")
     if violations:
         raise typer.Exit(int(ExitCode.ERROR))
+
+
+def run_calibration(voice: str | None, safety: float, snr_db: float, json_out: bool, quiet: bool) -> None:
+    """`bench ttfa --calibrate`: measure, write the profile atomically, show it and its schedule."""
+    import voxcli
+    from voxcli.bench.calibrate import calibrate
+    from voxcli.config import resolve
+    from voxcli.tts.profile import write_profile
+
+    loaded = voxcli.load_voice(resolve("tts.voice", voice, config=command_config()), offline=STATE.offline or None)
+    say = (lambda m: None) if quiet or json_out else (lambda m: err(f"  calibrating {m}"))
+    result = calibrate(loaded, safety=safety, target_db=snr_db, on_step=say)
+    path = write_profile(result.profile)
+    if json_out:
+        from dataclasses import asdict
+
+        d = asdict(result)
+        values = d.pop("profile")
+        values.pop("path", None)
+        print(json.dumps({"profile": str(path), "values": values, **d}, indent=2), flush=True)
+        return
+    if quiet:
+        return
+    p = result.profile
+    err(f"context: lookback = lookahead = {p.lookback} frames -> {p.measured_snr_db:.1f} dB vs whole decoding "
+        f"(target {p.snr_db:g} dB; " + ", ".join(f"{c}: {v:.0f}" for c, v in result.snr_by_context.items()) + ")")
+    err(f"cost: {p.costs.call_s * 1000:.1f} ms per call + {p.costs.frame_s * 1000:.2f} ms per frame "
+        f"(RTF {p.costs.frame_s / p.costs.audio_frame_s:.2f}); blocks: "
+        + ", ".join(f"{n}: {s * 1000:.0f} ms" for n, s in result.seconds_by_size.items()))
+    err(f"schedule (frames): {' '.join(map(str, result.sizes))}: underrun-free on a device {p.safety:g}x slower")
+    err(f"wrote {path}: first_frames={p.first_frames} frames={p.frames} lookback={p.lookback} "
+        f"lookahead={p.lookahead} overlap={p.overlap}; `voxcli speak` uses it now")
 
 
 @guarded

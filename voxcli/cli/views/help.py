@@ -26,9 +26,15 @@ def literal_help(text: str) -> str:
 
 
 def patch_help_rendering() -> None:
-    """Install both fixes on typer (idempotent; a typer without these hooks is left alone)."""
-    from typer import rich_utils
-    from typer.core import TyperOption
+    """Install both fixes on typer (idempotent; a typer without these hooks is left alone).
+
+    The option-help fix patches `typer.rich_utils`, which imports rich: that
+    import (~90 ms) waits until help is rendered, so `voxcli speak` does not pay
+    for it before its first audio.
+    """
+    import sys
+
+    from typer.core import TyperCommand, TyperGroup, TyperOption
 
     show_type = getattr(TyperOption, "display_type_rich", None)
     if show_type is not None and not getattr(show_type, "_voxcli", False):
@@ -37,6 +43,26 @@ def patch_help_rendering() -> None:
 
         display_type_rich._voxcli = True  # type: ignore[attr-defined]
         TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+    if "typer.rich_utils" in sys.modules:
+        _patch_option_help()
+        return
+    for cls in (TyperCommand, TyperGroup):
+        fmt = getattr(cls, "format_help", None)
+        if fmt is None or getattr(fmt, "_voxcli", False):
+            continue
+
+        def format_help(self: Any, ctx: Any, formatter: Any, _fmt: Any = fmt) -> Any:
+            _patch_option_help()
+            return _fmt(self, ctx, formatter)
+
+        format_help._voxcli = True  # type: ignore[attr-defined]
+        cls.format_help = format_help  # type: ignore[method-assign]
+
+
+def _patch_option_help() -> None:
+    """Option and argument help is escaped before typer's rich help parses it as markup (idempotent)."""
+    from typer import rich_utils
 
     param_help = getattr(rich_utils, "_get_parameter_help", None)
     if param_help is not None and not getattr(param_help, "_voxcli", False):
