@@ -21,6 +21,7 @@ from typing import Any, Callable, Final, Iterator
 
 import numpy as np
 
+from voxcli.audio.aec_ref import capture_time, playback_time
 from voxcli.audio.pcm import StreamResampler
 from voxcli.errors import DeviceUnavailableError
 
@@ -152,8 +153,11 @@ class Player:
     """Plays float32 mono chunks on an output device through a bounded buffer."""
 
     def __init__(self, sample_rate: int, device: int | str | None = None, *,
-                 max_buffer_s: float = 2.0, latency: str | float = "low") -> None:
+                 max_buffer_s: float = 2.0, latency: str | float = "low",
+                 on_played: Callable[[np.ndarray, float, int], None] | None = None) -> None:
         sd = _sd()
+        self.on_played = on_played
+        """Echo-canceller tap: (samples at device_rate, monotonic time they are heard, device_rate) per callback."""
         index, info = _pick(device, "output")
         self.device_name = str(info["name"])
         self.sample_rate = sample_rate
@@ -190,6 +194,10 @@ class Player:
             self.played_samples += filled
             self._cond.notify_all()
         out[filled:] = 0.0
+        if self.on_played is not None:  # what the DAC gets, resampled and padded: the AEC's reference
+            stream = getattr(self, "_stream", None)  # not yet set during the first callbacks
+            self.on_played(out.copy(), playback_time(time_info, float(getattr(stream, "latency", 0.0) or 0.0)),
+                           self.device_rate)
 
     @property
     def buffered_s(self) -> float:
@@ -263,7 +271,9 @@ class MicCapture:
         self.device_rate = _device_rate(sd, index, info, rate, "input")
         self._resampler = StreamResampler(self.device_rate, rate) if self.device_rate != rate else None
         blocksize = max(1, int(block_s * self.device_rate))
-        self._queue: queue.Queue[np.ndarray] = queue.Queue(maxsize=max(1, int(max_queue_s / block_s)))
+        self._queue: queue.Queue[tuple[np.ndarray, float]] = queue.Queue(maxsize=max(1, int(max_queue_s / block_s)))
+        self.block_time: float | None = None
+        """Monotonic time the first sample of the block `read()` last returned was captured (for the AEC)."""
         self.overflows = 0
         self._closed = False
         self._stream = _start(sd.InputStream, f"microphone {self.device_name!r}", samplerate=self.device_rate,
@@ -271,7 +281,9 @@ class MicCapture:
 
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         # PortAudio thread: hand a copy over; if the consumer is stuck, drop the oldest block.
-        block = indata[:, 0].copy()
+        stream = getattr(self, "_stream", None)
+        block = (indata[:, 0].copy(), capture_time(time_info, frames, self.device_rate,
+                                                   float(getattr(stream, "latency", 0.0) or 0.0)))
         try:
             self._queue.put_nowait(block)
         except queue.Full:
@@ -285,7 +297,7 @@ class MicCapture:
     def read(self, timeout: float = 0.1) -> np.ndarray | None:
         """Next block at `rate` (None if nothing arrived within `timeout`)."""
         try:
-            block = self._queue.get(timeout=timeout)
+            block, self.block_time = self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
         return self._resampler.process(block) if self._resampler is not None else block

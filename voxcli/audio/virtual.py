@@ -221,10 +221,12 @@ class DeviceSpeaker:
     device `Player` can only abort for good, so `stop()` swaps in a fresh one.
     """
 
-    def __init__(self, sample_rate: int, device: int | str | None = None, *, max_ahead_s: float = 0.4) -> None:
+    def __init__(self, sample_rate: int, device: int | str | None = None, *, max_ahead_s: float = 0.4,
+                 on_played: Callable[[np.ndarray, float, int], None] | None = None) -> None:
         from voxcli.audio.devices import Player
 
-        self._make = lambda: Player(sample_rate, device, max_buffer_s=max(1.0, 2 * max_ahead_s))
+        # on_played: the echo canceller's reference tap, handed to every Player (`voxcli.audio.aec_ref`)
+        self._make = lambda: Player(sample_rate, device, max_buffer_s=max(1.0, 2 * max_ahead_s), on_played=on_played)
         self.sample_rate = sample_rate
         self._clock = VirtualSpeaker(sample_rate, max_ahead_s=max_ahead_s, keep=False)
         self._player = self._make()

@@ -41,9 +41,10 @@ log = logging.getLogger(__name__)
 HELP = """\
 Talk with a language model: your speech is transcribed while you speak, the
 reply is spoken while the model is still writing it, and you can interrupt it
-by talking (barge-in). Each turn's latency (end of your speech -> endpoint ->
-transcript -> LLM first token -> first audio) is shown and appended to the
-turn log that `voxcli ledger --measured` reads.
+by talking (barge-in): the speaker's echo is cancelled (WebRTC AEC3), so the
+reply does not interrupt itself on laptop speakers. Each turn's latency (end
+of your speech -> endpoint -> transcript -> LLM first token -> first audio)
+is shown and appended to the turn log that `voxcli ledger --measured` reads.
 
 Without --llm-url the on-device model (SmolLM2-135M-Instruct) answers; any
 OpenAI-compatible server works (llama.cpp server, Ollama, vLLM, hosted APIs).
@@ -55,7 +56,8 @@ is never printed or logged.
   voxcli chat                                          on-device model, mic and speaker
   voxcli chat --llm-url http://127.0.0.1:8080/v1       a llama.cpp server
   voxcli chat --llm-url https://api.openai.com/v1 --llm-model gpt-4o-mini --api-key-env OPENAI_API_KEY
-  voxcli chat --half-duplex                            no echo cancellation: mic closed while speaking
+  voxcli chat --half-duplex                            mic closed while it speaks
+  voxcli chat --no-aec                                 headphones: no echo cancelling
   voxcli chat --input q1.wav --input q2.wav --output replies.wav --json
   voxcli chat --input q1.wav --input stop.wav@1.5 -o replies.wav   interrupt the reply 1.5 s in
 """
@@ -127,6 +129,9 @@ def chat(
     endpoint: Annotated[Optional[str], typer.Option("--endpoint", metavar="vad|semantic", show_default=False, help="End of turn: 'vad' waits --endpoint-ms of silence; 'semantic' asks the on-device SmolLM2 whether the words so far are a complete thought (short hold) or not (longer hold). Default: config asr.endpoint, else vad.")] = None,
     barge_in_ms: Annotated[Optional[int], typer.Option("--barge-in-ms", min=0, max=5000, show_default=False, help="Speech needed to interrupt the reply, in ms (default: config [chat] barge_in_ms, else 300).")] = None,
     half_duplex: Annotated[bool, flag("--half-duplex", help="Close the mic while the assistant speaks (no echo cancellation).")] = False,
+    no_aec: Annotated[bool, flag("--no-aec", help="Keep the mic open while the assistant speaks but do not cancel its echo (headphones); by default the speaker's echo is cancelled (WebRTC AEC3).")] = False,
+    ns: Annotated[bool, flag("--ns", help="With echo cancellation: WebRTC noise suppression on the microphone.")] = False,
+    agc: Annotated[bool, flag("--agc", help="With echo cancellation: WebRTC automatic gain control on the microphone.")] = False,
     device: Annotated[Optional[str], typer.Option("--device", "-d", show_default=False, autocompletion=complete_input_device, help="Microphone and speaker: device index or name part (default: config devices.input for the mic, devices.output for the speaker; see `voxcli devices`).")] = None,
     model: ModelOpt = None,
     input_: Annotated[Optional[list[str]], typer.Option("--input", "-i", metavar="FILE[@T]", help="Speak this file instead of the mic (repeatable); FILE@T starts T s into the previous reply.")] = None,
@@ -144,6 +149,8 @@ def chat(
     """A spoken conversation with an LLM (the `voxcli chat` command)."""
     if llm and llm_url and llm != llm_url:
         raise UsageError("give either --llm or --llm-url, not both")
+    if half_duplex and no_aec:
+        raise UsageError("give either --half-duplex or --no-aec, not both")
     if output is not None and not input_:
         raise UsageError("--output needs --input (with the microphone, replies go to the speaker)")
     if output is not None:
@@ -158,7 +165,9 @@ def chat(
 
         with device_hint("chat"):
             list_devices()  # no PortAudio: say so before loading four models
-    _run(settings, api_key_env=api_key_env, half_duplex=half_duplex, inputs=inputs, output=output,
+    aec = None if inputs else _echo_canceller(half_duplex=half_duplex, no_aec=no_aec, ns=ns, agc=agc, quiet=quiet)
+    half_duplex = half_duplex or (not inputs and not no_aec and aec is None)
+    _run(settings, api_key_env=api_key_env, half_duplex=half_duplex, aec=aec, inputs=inputs, output=output,
          max_tokens=max_tokens, first_token_timeout=first_token_timeout, progress_timeout=progress_timeout,
          json_lines=json_out, quiet=quiet, log_turns=not no_log)
 
@@ -177,22 +186,54 @@ def _read_inputs(specs: list[str]) -> list[tuple[Any, Any]]:
     return out
 
 
-def _open_devices(settings: ChatSettings, rate: int) -> tuple[Any, Any]:
-    """The microphone (devices.input) and the speaker (devices.output), with chat's hint if one fails."""
+def _echo_canceller(*, half_duplex: bool, no_aec: bool, ns: bool, agc: bool, quiet: bool) -> Any:
+    """The AEC settings for a conversation through the speaker, or None (half-duplex, --no-aec, unavailable).
+
+    Where the package cannot load, one warning line, and the caller closes the mic while
+    the assistant speaks (half-duplex) rather than let the reply interrupt itself.
+    """
+    if half_duplex or no_aec:
+        return None
+    from voxcli.audio import aec
+
+    why = aec.unavailable()
+    if why is not None:
+        if not quiet:
+            err(f"voxcli: warning: {why}; half-duplex (mic closed while the assistant speaks)")
+        return None
+    return aec.AECConfig(ns=ns, agc=agc)
+
+
+def _open_devices(settings: ChatSettings, rate: int, aec: Any = None) -> tuple[Any, Any]:
+    """The microphone (devices.input) and the speaker (devices.output), with chat's hint if one fails.
+
+    With `aec` (an `AECConfig`), the speaker's output callback feeds the canceller's reference
+    and the microphone's blocks come out with the echo removed (`voxcli.audio.aec`).
+    """
     from voxcli.audio.devices import MicCapture
     from voxcli.audio.virtual import DeviceSpeaker
 
+    canceller = None
+    if aec is not None:
+        from voxcli.audio.aec import EchoCanceller
+
+        canceller = EchoCanceller(16000, aec)
     with device_hint("chat"):
         mic = MicCapture(16000, _device(settings.mic_device))
         try:
-            speaker = DeviceSpeaker(rate, _device(settings.speaker_device))
+            speaker = DeviceSpeaker(rate, _device(settings.speaker_device),
+                                    on_played=canceller.reference.tap if canceller is not None else None)
         except BaseException:
             mic.close()
             raise
+    if canceller is not None:
+        from voxcli.audio.aec import CancelledMic
+
+        mic = CancelledMic(mic, canceller)
     return mic, speaker
 
 
-def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, inputs: list[tuple[Any, Any]],
+def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, aec: Any, inputs: list[tuple[Any, Any]],
          output: Path | None, max_tokens: int | None, first_token_timeout: float, progress_timeout: float,
          json_lines: bool, quiet: bool, log_turns: bool) -> None:
     from voxcli.audio.virtual import VirtualSpeaker
@@ -215,7 +256,7 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
         writer = _writer(output, rate) if output is not None else None
         speaker: Any = VirtualSpeaker(rate, keep=False, sink=writer.write if writer is not None else None)
     else:
-        mic, speaker = _open_devices(settings, rate)
+        mic, speaker = _open_devices(settings, rate, aec)
     view = chat_view(json_lines=json_lines, quiet=quiet)
     try:
         agent = Agent(

@@ -1,0 +1,208 @@
+"""Acoustic echo cancellation in the capture path: the microphone minus what the speaker played.
+
+Why: on laptop speakers the microphone hears the assistant's reply, the ASR
+transcribes it, and `chat` interrupts itself. Every mature voice stack runs
+WebRTC's AEC3 between speaker and microphone; this is that stage, on 10 ms
+frames at the capture rate.
+
+The package is `pywebrtc-audio` (WebRTC's AEC3, noise suppression and AGC2
+in one C++ extension, numpy only). LiveKit's `livekit` wraps the same module
+and measured better on `benchmarks/bench_aec.py` (ERLE 32.6 against 29.2 dB,
+~80 against ~270 us of CPU per 10 ms frame), but its Rust runtime panics at
+interpreter exit now and then ("panic in a function that cannot unwind",
+SIGABRT), which turned `chat`'s exit codes into -6; 29 dB is past the 25 dB
+target and 2.7 % of a core is affordable. It is a dependency for the Pythons
+it has wheels for (3.10-3.14); where it cannot be imported, `unavailable()`
+says why and the caller falls back (chat: half-duplex, one warning line).
+
+The far end comes from a `voxcli.audio.aec_ref.ReferenceTimeline` fed by the
+output callback (exactly what the DAC gets, after any resampling, stamped
+with PortAudio's times); each captured frame, stamped the same way, is given
+the reference that was playing when it was captured, shifted by `margin_ms`
+so the echo always follows its reference (AEC3 cannot cancel an echo that comes
+before its reference) and its own delay estimator finds the rest (0-400 ms).
+On the PulseAudio null sink the echo lags the stamped reference by 0.1-0.4 ms
+(21 ms with a 100 ms output latency), constant over a run: the stamps measured
+the device path's delay, whatever PulseAudio buffered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, Iterator
+
+import numpy as np
+
+from voxcli.audio.aec_ref import Anchor, ReferenceTimeline
+
+FAR_ACTIVE: Final = 0.01
+"""Far-end peak above which a frame counts as the speaker playing (for the warm-up)."""
+WARMUP_WINDOW_S: Final = 0.3
+"""During the warm-up a frame is muted when the far end plays within this much of its time."""
+HOLD_S: Final = 0.2
+"""Longest the capture waits for the reference of a frame to be tapped."""
+PACKAGE: Final = "pywebrtc-audio"
+INSTALL_HINT: Final = "pip install pywebrtc-audio (wheels for CPython 3.10-3.14)"
+
+
+def unavailable() -> str | None:
+    """Why the echo canceller cannot run here, or None when it can (for `doctor` and the fallback)."""
+    try:
+        import pywebrtc_audio
+
+        pywebrtc_audio.AudioProcessor(16000, 1, echo_cancellation=True)
+    except Exception as e:  # noqa: BLE001 - ImportError, or the native library failing to load
+        return f"echo cancellation unavailable: {PACKAGE} cannot be loaded ({type(e).__name__}: {e})"
+    return None
+
+
+@dataclass(frozen=True)
+class AECConfig:
+    """What the capture stage does besides cancelling the echo."""
+
+    ns: bool = False
+    """WebRTC noise suppression (off by default: not measured to help the ASR)."""
+    agc: bool = False
+    """WebRTC automatic gain control (AGC2), for quiet microphones."""
+    warmup_s: float = 1.0
+    """Until AEC3 has heard this much far-end speech, frames during far-end speech are muted: it
+    converges in ~0.75 s and leaks the reply's first words meanwhile (2-10 dB of ERLE, measured on the
+    null sink), enough for the ASR to hear "that looks good" in "tomorrow looks bright". Costs the
+    user nothing but a barge-in within the first second or so of the first reply of a session."""
+    margin_ms: float = 20.0
+    """A frame is given the reference played this much *after* its capture time: the echo then
+    follows its reference by this plus the true path delay, so stamps that overstate the delay by
+    up to this much still give AEC3 a causal echo (it finds 0-400 ms)."""
+
+
+class WebRTCAPM:
+    """WebRTC's audio processing module through pywebrtc-audio: float32 10 ms frames in and out."""
+
+    def __init__(self, rate: int, config: AECConfig = AECConfig()) -> None:
+        import pywebrtc_audio
+
+        # stream_delay_ms 0: the frames come aligned by their stamps already (AEC3 finds 0-400 ms more)
+        self._apm = pywebrtc_audio.AudioProcessor(rate, 1, echo_cancellation=True, noise_suppression=config.ns,
+                                                  high_pass_filter=True, auto_gain_control=config.agc,
+                                                  stream_delay_ms=0)
+
+    def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+        """One 10 ms frame: the near end with the echo of `far` removed."""
+        return np.asarray(self._apm.process(np.ascontiguousarray(near, np.float32),
+                                            np.ascontiguousarray(far, np.float32)), np.float32)
+
+
+class EchoCanceller:
+    """The capture-path stage: `process(block, t_capture)` -> the block without the speaker's echo.
+
+    Blocks of any length at `rate`, each stamped with the clock time of its
+    first sample (`voxcli.audio.aec_ref.capture_time`); they are cut into
+    10 ms frames, so the output lags by less than a frame and its length
+    varies by up to a frame. `reference` is fed by the player's output tap.
+    """
+
+    def __init__(self, rate: int = 16000, config: AECConfig = AECConfig(), *,
+                 reference: ReferenceTimeline | None = None, backend: Any = None) -> None:
+        self.rate = rate
+        self.frame = rate // 100
+        self.config = config
+        self.reference = reference if reference is not None else ReferenceTimeline(rate)
+        if self.reference.rate != rate:
+            raise ValueError(f"reference at {self.reference.rate} Hz, capture at {rate} Hz")
+        self._backend = backend if backend is not None else WebRTCAPM(rate, config)
+        self._margin = int(round(config.margin_ms * rate / 1000))
+        self._carry = np.zeros(0, np.float32)
+        self._anchor = Anchor(rate)  # captured sample count -> clock time
+        self._count = 0  # samples received
+        self.frames = 0
+        self._hold = int(HOLD_S * rate)
+        self._warmup = int(round(config.warmup_s * 100))  # far-end speech frames still to hear
+        self._window = int(WARMUP_WINDOW_S * rate)
+        self.frames_without_reference = 0
+        """Frames cancelled against silence because nothing was tapped for their time (no speaker open)."""
+
+    def process(self, block: np.ndarray, t_capture: float | None) -> np.ndarray:
+        """Cancel the echo in `block` (captured from `t_capture` on; None: right after the last block).
+
+        A frame whose reference has not been tapped yet waits for the next block (up to
+        `HOLD_S` of audio), so the output may lag the input by that much when the output
+        callback runs late; a speaker that taps nothing cannot hold the capture longer.
+        """
+        a = np.asarray(block, np.float32).reshape(-1)
+        if t_capture is not None:
+            self._place(t_capture)
+        t_first = self._time_of(self._count - self._carry.size)  # the carry began before this block
+        self._count += a.size
+        x = np.concatenate([self._carry, a]) if self._carry.size else a
+        known = self.reference.end
+        out: list[np.ndarray] = []
+        i = 0
+        while x.size - i >= self.frame:
+            at = self.reference.index_of(t_first + i / self.rate) + self._margin
+            if at + self.frame > known:
+                if x.size - i < self._hold:
+                    break  # not played yet as far as we know: wait for the tap
+                self.frames_without_reference += 1
+            far = self.reference.read(at, self.frame)
+            y = self._backend.process(x[i : i + self.frame], far)
+            if self._warmup > 0:
+                y = self._warm_up(far, y, at)
+            out.append(y)
+            self.frames += 1
+            i += self.frame
+        self._carry = x[i:].copy()
+        return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+    def _warm_up(self, far: np.ndarray, y: np.ndarray, at: int) -> np.ndarray:
+        """Mute `y` while the far end plays near its time, until AEC3 has converged.
+
+        "Near": within `WARMUP_WINDOW_S` either way, which covers the room's tail and
+        stamps that are off by that much (a capture re-anchored on a bad stamp).
+        """
+        if float(np.abs(far).max()) > FAR_ACTIVE:
+            self._warmup -= 1
+        w = self._window
+        if float(np.abs(self.reference.read(at - w, 2 * w + self.frame)).max()) > FAR_ACTIVE:
+            return np.zeros_like(y)
+        return y
+
+    @property
+    def reanchors(self) -> int:
+        """Jumps in the capture stamps (blocks dropped) since the start."""
+        return self._anchor.jumps
+
+    def _place(self, t: float) -> None:
+        self._anchor.place(t, self._count)
+
+    def _time_of(self, count: int) -> float:
+        return self.reference.t0 if self._anchor.t is None else self._anchor.time_of(count)
+
+
+class CancelledMic:
+    """A `voxcli.audio.devices.MicCapture` whose blocks come out with the echo removed."""
+
+    def __init__(self, mic: Any, canceller: EchoCanceller) -> None:
+        if mic.rate != canceller.rate:
+            raise ValueError(f"microphone at {mic.rate} Hz, canceller at {canceller.rate} Hz")
+        self.mic, self.canceller = mic, canceller
+        self.rate = mic.rate
+
+    def read(self, timeout: float = 0.1) -> np.ndarray | None:
+        block = self.mic.read(timeout)
+        if block is None:
+            return None
+        return self.canceller.process(block, getattr(self.mic, "block_time", None))
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for block in self.mic:  # the mic's read() stamps `block_time` before yielding the block
+            out = self.canceller.process(block, getattr(self.mic, "block_time", None))
+            if out.size:
+                yield out
+
+    def close(self) -> None:
+        self.mic.close()
+
+    def __enter__(self) -> "CancelledMic":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
