@@ -248,22 +248,64 @@ def check_disk() -> CheckResult:
     return CheckResult("disk", "ok", summary, details=details)
 
 
+def check_asr_tier(measure: bool = False) -> CheckResult:
+    """Which installed recognizers keep real time here (cached figures; `measure` streams speech through each)."""
+    from voxcli.asr.live_tier import report
+    from voxcli.config import resolve
+
+    r = report(measure=measure, configured=str(resolve("asr.model")))
+    return CheckResult("asr-tier", r.status, r.summary, r.fix, r.details)
+
+
+def check_tts_profile() -> CheckResult:
+    """Which TTS profile `speak` uses (the one `bench ttfa --calibrate` wrote, a configured file, or none)."""
+    from voxcli.config import resolve
+    from voxcli.hub.catalog import default_model
+    from voxcli.tts.profile import describe
+
+    voice = resolve("tts.voice") or default_model("tts").name
+    status, summary, fix, details = describe(str(voice), resolve("tts.profile"))
+    return CheckResult("tts-profile", status, summary, fix, details)  # type: ignore[arg-type]
+
+
+def check_aec() -> CheckResult:
+    """Whether `chat` can cancel its own echo (full duplex on speakers) or falls back to half-duplex."""
+    from importlib.metadata import version
+
+    from voxcli.audio import aec
+
+    why = aec.unavailable()
+    if why is not None:
+        return CheckResult("aec", "warn", why, fix=f"{aec.INSTALL_HINT}; until then `chat` closes the mic while it "
+                                                    "speaks (half-duplex); with headphones use `chat --no-aec`")
+    v = version(aec.PACKAGE)
+    return CheckResult("aec", "ok", f"echo cancellation: WebRTC AEC3 ({aec.PACKAGE} {v})",
+                       details={"package": aec.PACKAGE, "version": v})
+
+
 #: Check name -> function, in the order they run and print.
 CHECKS: dict[str, Callable[..., CheckResult]] = {
     "portaudio": check_portaudio,
     "devices": check_devices,
+    "aec": check_aec,
     "espeak-ng": check_espeak,
     "onnxruntime": check_onnxruntime,
     "config": check_config,
     "cache": check_cache,
     "disk": check_disk,
+    "tts-profile": check_tts_profile,
+    "asr-tier": check_asr_tier,
 }
 
 
 def run_checks(only: list[str] | None = None, *, fix: bool = False, offline: bool = False,
                on_progress: Callable[[Any], None] | None = None,
-               on_result: Callable[[CheckResult], None] | None = None) -> list[CheckResult]:
-    """Run the named checks (all by default); an unexpected exception becomes a failed check, not a crash."""
+               on_result: Callable[[CheckResult], None] | None = None,
+               measure: bool = False) -> list[CheckResult]:
+    """Run the named checks (all by default); an unexpected exception becomes a failed check, not a crash.
+
+    `measure`: the asr-tier check times each installed recognizer now (else it reads its cache).
+    """
     from voxcli.errors import UsageError
 
     names = only or list(CHECKS)
@@ -274,7 +316,10 @@ def run_checks(only: list[str] | None = None, *, fix: bool = False, offline: boo
     for name in names:
         t0 = time.perf_counter()
         try:
-            r = CHECKS[name](fix=fix, offline=offline, on_progress=on_progress) if name == "cache" else CHECKS[name]()
+            if name == "cache":
+                r = CHECKS[name](fix=fix, offline=offline, on_progress=on_progress)
+            else:
+                r = CHECKS[name](measure=measure) if name == "asr-tier" else CHECKS[name]()
         except Exception as e:  # noqa: BLE001 - a doctor must finish its round
             r = CheckResult(name, "fail", f"check crashed: {type(e).__name__}: {e}",
                             fix="report this with `voxcli --debug doctor` output")

@@ -16,14 +16,6 @@ from tests.conftest import REAL_CACHE
 ASR_MODELS = ("moonshine-tiny-en", "moonshine-base-en", "whisper-tiny-en", "whisper-base")
 WHISPER_MODELS = ("whisper-tiny-en", "whisper-base")
 SAMPLE_RATE = 16000
-# References of the dev set (speech-samples + speech-clips-en); BECKETT/TWO_CITIES as in tests/asr_checks.py.
-CLIP_REFS = {
-    "counting": "One two three four five six seven eight nine ten.",
-    "hello_world": "Hello world.",
-    "quick_brown_fox": "The quick brown fox jumps over the lazy dog.",
-}
-
-
 def installed(name: str):
     """The model's bundle in the shared cache, or skip the test with the command that installs it."""
     from voxcli.hub.cache import Cache
@@ -58,16 +50,18 @@ def read16k(path: Path) -> np.ndarray:
 
 @pytest.fixture(scope="session")
 def dev_set() -> list[tuple[str, np.ndarray, str]]:
-    """(name, 16 kHz audio, reference) of every dev-set recording that is installed (speech-samples at least)."""
-    from tests.asr_checks import BECKETT_REF, TWO_CITIES_REF
+    """(name, 16 kHz audio, reference) of the dev set's human recordings (tests/whisper/devset.py).
 
-    samples = installed("speech-samples")
-    items = [("beckett", read16k(samples.file("beckett.wav")), BECKETT_REF),
-             ("two_cities", read16k(samples.file("two_cities.wav")), TWO_CITIES_REF)]
-    from voxcli.hub.cache import Cache
-    from voxcli.hub.resolve import installed_bundle
+    The repo's clips are always there; speech-samples and speech-clips-en are added when installed.
+    """
+    from tests.whisper.devset import recordings
 
-    clips = installed_bundle("speech-clips-en", Cache(REAL_CACHE))
-    if clips is not None:
-        items += [(n, read16k(clips.file(f"{n}.wav")), ref) for n, ref in CLIP_REFS.items()]
-    return items
+    return [(c.name, read16k(c.path), c.reference) for c in recordings(REAL_CACHE)]
+
+
+@pytest.fixture(scope="session")
+def espeak_set(tmp_path_factory) -> list[tuple[str, np.ndarray, str]]:
+    """(name, 16 kHz audio, reference) of the dev set's espeak-ng voices, synthesized once per session."""
+    from tests.whisper.espeak_voices import synthesize_voices
+
+    return [(n, read16k(p), ref) for n, p, ref in synthesize_voices(tmp_path_factory.mktemp("espeak"))]

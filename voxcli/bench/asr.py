@@ -28,23 +28,6 @@ from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_ENDPOINT_MS, DEFAULT_STEP_M
 from voxcli.events import Caption, SpeculationEnd
 
 
-def retractions(captions: Sequence[Caption]) -> int:
-    """Captions whose stable words (compared without case or punctuation) do not extend the previous ones.
-
-    Words, not strings: a final caption that only re-punctuates what was shown
-    ("tried," -> "tried") has taken nothing back.
-    """
-    prev: dict[int, list[str]] = {}
-    count = 0
-    for c in captions:
-        words = [normalize_word(w) for w in c.stable.split()]
-        before = prev.get(c.utterance, [])
-        if words[: len(before)] != before:
-            count += 1
-        prev[c.utterance] = words
-    return count
-
-
 def commit_delays(captions: Sequence[Caption]) -> list[float]:
     """Seconds of audio between a word's first appearance and its commit, per committed word.
 
@@ -189,7 +172,7 @@ def bench_file(model: ASREngine, vad: FrameScorer, path: str, audio: np.ndarray,
     return FileResult(
         path=path, audio_s=audio_s, batch=word_errors(reference, batch), stream=word_errors(reference, text),
         emitted=word_errors(reference, emitted), final_delays=final_delays(caps, ends, cfg.speed),
-        retractions=retractions(caps), delays=commit_delays(caps), worker_rtf=s.stats.rtf,
+        retractions=s.stats.retractions, delays=commit_delays(caps), worker_rtf=s.stats.rtf,
         batch_rtf=batch_s / audio_s if audio_s else 0.0, max_lag_s=s.stats.max_lag_s, skipped=s.stats.skipped,
         max_buffer_s=s.stats.max_buffer_s, batch_text=batch, stream_text=text.replace("\n", " "),
     )

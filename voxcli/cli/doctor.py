@@ -12,16 +12,20 @@ from voxcli.cli.options import JsonOpt, OfflineOpt, QuietOpt, VerboseOpt, flag
 HELP = """\
 Check that this machine can speak and listen, and say what to fix.
 
-Checks PortAudio, audio devices, the espeak-ng library, onnxruntime and its
+Checks PortAudio, audio devices, echo cancellation (full-duplex `chat` on
+speakers), the espeak-ng library, onnxruntime and its
 providers, the config file, the model cache (re-hashes every installed model
-against its recorded sha256) and free disk space. Exit status 1 if any check
-failed; warnings (e.g. no sound card) do not fail. With --quiet only problems
-are printed.
+against its recorded sha256), free disk space, and which installed speech
+recognizers keep real time here (asr-tier: figures cached per machine;
+--measure streams 12 s of speech through each, 10-40 s per model; live
+means worker RTF <= 0.5). Exit status 1 if any check failed; warnings (e.g.
+no sound card) do not fail. With --quiet only problems are printed.
 
 [bold]Examples[/bold]
 
   voxcli doctor
   voxcli doctor --fix                  re-download broken models
+  voxcli doctor --only asr-tier --measure   which ASR models run live here
   voxcli doctor --only cache --json    in CI: one JSON object per check
 """
 
@@ -41,7 +45,10 @@ def doctor(
     fix: Annotated[bool, flag("--fix", help="Re-pull models whose files do not verify.")] = False,
     only: Annotated[Optional[list[str]], typer.Option(
         "--only", metavar="CHECK", show_default=False, autocompletion=_complete_check,
-        help="Run only this check (repeatable): portaudio, devices, espeak-ng, onnxruntime, config, cache, disk.")] = None,
+        help="Run only this check (repeatable): portaudio, devices, aec, espeak-ng, onnxruntime, config, cache, disk, "
+             "tts-profile, asr-tier.")] = None,
+    measure: Annotated[bool, flag(
+        "--measure", help="Time each installed ASR model on this machine now (asr-tier; cached for next time).")] = False,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = False,
@@ -53,9 +60,11 @@ def doctor(
     from voxcli.doctor import run_checks
 
     progress = make_progress(False, quiet or json_out) if fix else None  # stdout stays one object per check
+    if measure and not (quiet or json_out) and (not only or "asr-tier" in only):
+        err("asr-tier: timing each installed ASR model on this machine (10-40 s each) ...")
     try:
         results = run_checks(only, fix=fix, offline=STATE.offline, on_progress=progress,
-                             on_result=CheckView(json_out=json_out, quiet=quiet))
+                             on_result=CheckView(json_out=json_out, quiet=quiet), measure=measure)
     finally:
         close = getattr(progress, "close", None)
         if close:

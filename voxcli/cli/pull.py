@@ -7,8 +7,8 @@ the library, so `voxcli.pull(...)` in Python does exactly what the command does.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
-from typing import Annotated, Optional
+from dataclasses import asdict, replace
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -17,6 +17,9 @@ from voxcli.cli.complete import complete_installed_model, complete_model
 from voxcli.cli.errors import STATE, err, guarded
 from voxcli.cli.options import JsonOpt, OfflineOpt, QuietOpt, VerboseOpt, flag
 from voxcli.errors import ModelNotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from voxcli.hub.model_cards import ModelCard
 
 PULL_HELP = """\
 Download, verify and install models into the cache.
@@ -42,6 +45,9 @@ List known and installed models: kind, size, licence, status.
   voxcli models
   voxcli models --json | jq '.[] | select(.status != "missing") | .name'
   voxcli models --path piper-joe-medium          print the model's directory
+  voxcli models --info whisper-base              the model card: languages, size,
+                                                 licence, dev-set WER, RTF, timestamps
+  voxcli models --kind asr --json | jq '.[] | {name, wer: .card.wer}'
 """
 
 RM_HELP = """\
@@ -106,13 +112,23 @@ def models(
         "--path", metavar="NAME", help="Print the directory of an installed model.",
         autocompletion=complete_installed_model)] = None,
     kind: Annotated[Optional[str], typer.Option("--kind", help="Only models of this kind.")] = None,
+    info: Annotated[Optional[str], typer.Option(
+        "--info", metavar="NAME", help="Show one model's card (with --json: one object).",
+        autocompletion=complete_model)] = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """List known and installed models (the `voxcli models` command)."""
     from voxcli.hub.cache import Cache
+    from voxcli.hub.catalog import load_catalog
+    from voxcli.hub.model_cards import card_of
     from voxcli.hub.resolve import installed_bundle, list_models
 
     cache = Cache.default()
+    catalog = load_catalog()
+    cards = {name: card_of(e) for name, e in catalog.items()}
+    if info is not None:
+        _show_info(info, [r for r in list_models(cache) if r.name == info], cards.get(info), json_out)
+        return
     if path is not None:
         b = installed_bundle(path, cache)
         if b is None:
@@ -121,11 +137,27 @@ def models(
         return
     rows = list_models(cache, kind)
     if json_out:
-        print(json.dumps([asdict(r) for r in rows], indent=2))
+        print(json.dumps([{**asdict(r), "card": c.to_dict() if (c := cards.get(r.name)) else None} for r in rows],
+                         indent=2))
         return
+    from voxcli.cli.views.model_card import card_brief
     from voxcli.cli.views.pull import show_models
 
-    show_models(rows, cache.root)
+    show_models([replace(r, description=f"{r.description}; {card_brief(c)}") if (c := cards.get(r.name)) else r
+                 for r in rows], cache.root)
+
+
+def _show_info(name: str, rows: list, card: "ModelCard | None", json_out: bool) -> None:
+    """`voxcli models --info NAME`: the card of a catalog model (kind, size, licence, status for any model)."""
+    if not rows:
+        raise ModelNotFoundError(f"unknown model {name!r}", hint="see `voxcli models`")
+    row = rows[0]
+    if json_out:
+        print(json.dumps({**asdict(row), "card": card.to_dict() if card else None}, indent=2))
+        return
+    from voxcli.cli.views.model_card import show_card
+
+    show_card(row, card)
 
 
 @guarded

@@ -58,7 +58,9 @@ class MoonshineASR:
     bos_id: int = 1
     eos_id: int = 2
 
-    def __init__(self, encoder, decoder, tokenizer, name: str = "moonshine-tiny-en") -> None:
+    def __init__(self, encoder, decoder, tokenizer, name: str = "moonshine-tiny-en", beam: int = 1) -> None:
+        self.beam = beam
+        """Beams of the search after the prefix (1 = greedy, the default; see moonshine_beam)."""
         self.encoder = encoder
         self.decoder = decoder
         self.tokenizer = tokenizer
@@ -75,7 +77,8 @@ class MoonshineASR:
         self._out_names = [o.name for o in decoder.get_outputs()]
 
     @classmethod
-    def load(cls, directory: Path, *, threads: int | None = None, name: str = "moonshine-tiny-en") -> "MoonshineASR":
+    def load(cls, directory: Path, *, threads: int | None = None, name: str = "moonshine-tiny-en",
+             beam: int = 1) -> "MoonshineASR":
         """Load the two `.ort` graphs and `tokenizer.json` from one directory."""
         from tokenizers import Tokenizer
 
@@ -91,6 +94,7 @@ class MoonshineASR:
             session(directory / DECODER_FILE, threads=threads),
             Tokenizer.from_file(str(directory / TOKENIZER_FILE)),
             name=name,
+            beam=beam,
         )
 
     @staticmethod
@@ -125,7 +129,13 @@ class MoonshineASR:
             mask = np.ones((1, audio.size), dtype=np.int64)
         tokens: list[int] = list(prefix or [])
         ids = np.array([[self.bos_id, *tokens]], dtype=np.int64)
-        for step in range(max(0, self.max_tokens(audio.size) - len(tokens))):
+        budget = max(0, self.max_tokens(audio.size) - len(tokens))
+        if self.beam > 1:
+            feeds0 = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([False]), **cache}
+            if mask is not None:
+                feeds0["encoder_attention_mask"] = mask
+            return self._beam_search(feeds0, tokens, budget)
+        for step in range(budget):
             feeds = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([step > 0]), **cache}
             if mask is not None:
                 feeds["encoder_attention_mask"] = mask
@@ -144,6 +154,15 @@ class MoonshineASR:
                 if step == 0 or ".decoder." in name:
                     cache[name] = value
         return tokens
+
+    def _beam_search(self, feeds0: dict, prefix: list[int], budget: int) -> list[int]:
+        from voxcli.runtimes.moonshine_beam import beam_generate
+
+        def run(feeds: dict) -> tuple[np.ndarray, dict]:
+            logits, *present = self.decoder.run(self._out_names, feeds)
+            return logits[:, -1], dict(zip(self._cache_names, present))
+
+        return beam_generate(run, feeds0, prefix, budget, self.beam, self.eos_id, repeated_tail)
 
     def encode_text(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
