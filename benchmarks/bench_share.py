@@ -15,6 +15,7 @@ calls take). `--flat` runs every model flat out instead (the worst case).
     python benchmarks/bench_share.py                     # chat's thread budget for this machine
     python benchmarks/bench_share.py --threads 2         # every model 2 intra-op threads (for comparison)
     python benchmarks/bench_share.py --json
+    python benchmarks/bench_share.py --nice asr=10       # and together again, the ASR thread niced (same run)
 
 Units: ASR and TTS in seconds of audio per second computing (x real time),
 LLM in tokens per second, VAD in frames per second. On a
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -107,12 +109,17 @@ def workloads(asr, vad, llm, voice, flat: bool) -> dict[str, Work]:
             "vad": _paced(vad_call, lambda u: u * 512 / 16000)}
 
 
-def measure(works: dict[str, Work], seconds: float) -> dict[str, float]:
-    """Run `works` at the same time for `seconds`; units per busy second of each."""
+def measure(works: dict[str, Work], seconds: float, nice: dict[str, int] | None = None) -> dict[str, float]:
+    """Run `works` at the same time for `seconds`; units per busy second of each.
+
+    `nice`: a scheduling niceness per model, set on its thread (with 1 intra-op thread onnxruntime
+    computes on the calling thread, so the model's work runs at that priority)."""
     stop = threading.Event()
     out: dict[str, tuple[float, float]] = {}
 
     def one(name: str, fn: Work) -> None:
+        if nice and nice.get(name):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice[name])
         out[name] = fn(stop)
 
     threads = [threading.Thread(target=one, args=item) for item in works.items()]
@@ -133,24 +140,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flat", action="store_true", help="every model flat out (worst case), not chat's duty")
     ap.add_argument("--only", help="comma-separated subset of asr,llm,tts,vad (e.g. llm,tts,vad: a reply "
                                    "while the user is silent)")
+    ap.add_argument("--nice", metavar="MODEL=N,...", help="niceness per model thread, e.g. asr=10 (the voice "
+                                                         "first while the ASR decodes over a reply)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
+    nice = {k: int(v) for k, v in (kv.split("=") for kv in args.nice.split(","))} if args.nice else {}
     works = workloads(*_models(args.threads, args.budget), args.flat)
     if args.only:
         works = {k: v for k, v in works.items() if k in args.only.split(",")}
     measure(works, 1.0)  # warm-up: first runs allocate and optimize
     solo = {name: measure({name: fn}, args.seconds)[name] for name, fn in works.items()}
     together = measure(works, args.seconds)
+    niced = measure(works, args.seconds, nice) if nice else None  # the same run: compare the shares
     rows = {k: {"solo": round(solo[k], 2), "together": round(together[k], 2),
                 "share": round(together[k] / solo[k], 3) if solo[k] else None} for k in works}
+    if niced is not None:
+        for k, r in rows.items():
+            r["together_niced"] = round(niced[k], 2)
+            r["share_niced"] = round(niced[k] / solo[k], 3) if solo[k] else None
     if args.json:
         print(json.dumps({"threads": args.threads or args.budget or "budget", "flat": args.flat, "seconds": args.seconds,
-                          "models": rows}))
+                          "nice": nice, "models": rows}))
     else:
         print(f"threads: {args.threads or args.budget or 'budget'}, {'flat out' if args.flat else 'chat duty'} ({args.seconds:g} s each)")
-        print(f"{'model':6s} {'alone':>10s} {'together':>10s} {'share':>7s}")
+        print(f"{'model':6s} {'alone':>10s} {'together':>10s} {'share':>7s}" + (f" {'niced':>10s} {'share':>7s}"
+                                                                            if niced else ""))
         for k, r in rows.items():
-            print(f"{k:6s} {r['solo']:10.2f} {r['together']:10.2f} {100 * (r['share'] or 0):6.1f}%")
+            print(f"{k:6s} {r['solo']:10.2f} {r['together']:10.2f} {100 * (r['share'] or 0):6.1f}%" + (
+                f" {r['together_niced']:10.2f} {100 * (r['share_niced'] or 0):6.1f}%" if niced else ""))
     return 0
 
 

@@ -11,6 +11,8 @@ by voxcli's own voice, and reads the per-turn stamps from the turn log that
     python benchmarks/bench_turn.py --turns 10 --endpoint-ms 300 --json
     python benchmarks/bench_turn.py --turns 10 --endpoint semantic
     python benchmarks/bench_turn.py --detector        # the turn detector on the labelled prefixes
+    python benchmarks/bench_turn.py --turns 10 --rounds 2 \\
+        --cmd "before=env PYTHONPATH=/tmp/head python -m voxcli" --cmd "after=voxcli"   # A/B in one run
 
 Why questions from our TTS: the machine has no microphone and model hubs are
 unreachable; the ASR still hears real synthesized speech, and the questions
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -70,7 +73,8 @@ def _pct(values: list[float], q: float) -> float | None:
 
 
 def detector_report(threads: int = 1) -> dict:
-    """Precision/recall of "complete" on tests/chat/turn_prefixes.py, the hold it sets, its latency."""
+    """Precision/recall of "complete" on tests/chat/turn_prefixes.py (tuned on it, and 3-fold held out), the hold
+    it sets, its latency."""
     import importlib.util
 
     from voxcli.chat.turn_detector import load_turn_detector
@@ -91,12 +95,75 @@ def detector_report(threads: int = 1) -> dict:
     tp = sum(1 for lab, s in scored if lab and s >= thr)
     fp = sum(1 for lab, s in scored if not lab and s >= thr)
     holds = {lab: [det.policy.hold_ms(s) for l2, s in scored if l2 == lab] for lab in (True, False)}
+    folds = sets.cross_validate([s for lab, s in scored if lab], [s for lab, s in scored if not lab])
+    htp, hfp = sum(f["tp"] for f in folds), sum(f["fp"] for f in folds)
     return {"n": len(scored), "threshold": thr, "threads": threads,
             "precision": tp / max(tp + fp, 1), "recall": tp / len(sets.COMPLETE), "false_alarms": fp,
             "vad_hold_ms": DEFAULT_ENDPOINT_MS,
             "mean_hold_complete_ms": float(np.mean(holds[True])), "mean_hold_incomplete_ms": float(np.mean(holds[False])),
             "mean_hold_saved_complete_ms": DEFAULT_ENDPOINT_MS - float(np.mean(holds[True])),
-            "latency_p50_ms": _pct(lat, 50), "latency_p95_ms": _pct(lat, 95)}
+            "latency_p50_ms": _pct(lat, 50), "latency_p95_ms": _pct(lat, 95),
+            "heldout_3fold_thresholds": [f["threshold"] for f in folds],
+            "heldout_precision": htp / max(htp + hfp, 1), "heldout_recall": htp / len(sets.COMPLETE),
+            "heldout_false_alarms": hfp}
+
+
+def _arms(specs: list[str] | None) -> list[tuple[str, list[str]]]:
+    """`label=command` (the command that runs voxcli, e.g. "env PYTHONPATH=/tmp/head python -m voxcli")."""
+    if not specs:
+        return [("voxcli", ["voxcli"])]
+    out = []
+    for spec in specs:
+        label, sep, cmd = spec.partition("=")
+        out.append((label, shlex.split(cmd)) if sep else (spec, shlex.split(spec)))
+    return out
+
+
+def _chat(voxcli: list[str], inputs: list[Path], data: Path, args: argparse.Namespace) -> str | None:
+    """One `voxcli chat --input ...` run; its turns go to `data`'s turn log. An error message, or None."""
+    env = dict(os.environ, VOXCLI_DATA_DIR=str(data))
+    cmd = [*voxcli, "chat", "--llm", "local", "--max-tokens", str(args.max_tokens),
+           "-o", str(data / "replies.wav"), "--quiet"]
+    if args.endpoint_ms is not None:
+        cmd += ["--endpoint-ms", str(args.endpoint_ms)]
+    if args.endpoint is not None:
+        cmd += ["--endpoint", args.endpoint]
+    for p in inputs:
+        cmd += ["--input", str(p)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60 * len(inputs) + 120,
+                       cwd=data)  # not the repo: `python -m voxcli` must import the build the command names
+    return None if r.returncode == 0 else f"{' '.join(voxcli)}: exit {r.returncode}: {r.stderr.strip()[-2000:]}"
+
+
+def _ledger(voxcli: list[str], data: Path, args: argparse.Namespace) -> dict | None:
+    env = dict(os.environ, VOXCLI_DATA_DIR=str(data))
+    if args.endpoint is not None:
+        env["VOXCLI_ASR_ENDPOINT"] = args.endpoint
+    led = subprocess.run([*voxcli, "ledger", "--measured", "--json"] +
+                         (["--endpoint-ms", str(args.endpoint_ms)] if args.endpoint_ms else []),
+                         env=env, capture_output=True, text=True, timeout=600, cwd=data)
+    return json.loads(led.stdout) if led.returncode == 0 and led.stdout.strip() else None
+
+
+def _summary(turns: list[dict]) -> dict[str, dict[str, float | None]]:
+    summary: dict[str, dict[str, float | None]] = {}
+    for term in TERMS:
+        vals = [t["terms"][term] for t in turns if t.get("terms", {}).get(term) is not None]
+        summary[term] = {"n": len(vals), "p50": _pct(vals, 50), "p95": _pct(vals, 95),
+                         "min": min(vals) if vals else None, "max": max(vals) if vals else None}
+    return summary
+
+
+def _print_arm(label: str, doc: dict) -> None:
+    print(f"[{label}] {doc['turns']} turns, {doc['wall_s']:.1f} s wall")
+    print(f"{'term':<20}{'p50':>9}{'p95':>9}{'min':>9}{'max':>9}")
+    for term, s in doc["summary"].items():
+        cells = "".join(f"{s[k]:9.0f}" if s[k] is not None else f"{'-':>9}" for k in ("p50", "p95", "min", "max"))
+        print(f"{term:<20}{cells}")
+    led = doc.get("ledger") or {}
+    if led.get("total_ms") is not None:
+        print(f"ledger --measured predicts {led['total_ms']:.0f} ms")
+    print("heard:", "; ".join(u or "-" for u in doc["users"]))
 
 
 def main() -> int:
@@ -105,6 +172,11 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=40)
     ap.add_argument("--endpoint-ms", type=int, default=None)
     ap.add_argument("--endpoint", choices=("vad", "semantic"), default=None)
+    ap.add_argument("--cmd", action="append", metavar="LABEL=COMMAND",
+                    help="compare voxcli builds in one run (repeatable; default: the installed voxcli)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="split the turns into this many chat runs per build, interleaved A B A B ...")
+    ap.add_argument("--no-ledger", action="store_true", help="skip `voxcli ledger --measured`")
     ap.add_argument("--detector", action="store_true", help="evaluate the semantic turn detector only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -114,51 +186,48 @@ def main() -> int:
             f"{k:28s} {v:.3f}" if isinstance(v, float) else f"{k:28s} {v}" for k, v in rep.items()))
         return 0
 
+    arms = _arms(args.cmd)
+    docs: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="vox-turn-") as tmp:
         tmpdir = Path(tmp)
         inputs = _speak_questions(tmpdir, args.turns)
-        env = dict(os.environ, VOXCLI_DATA_DIR=str(tmpdir / "data"))
-        cmd = ["voxcli", "chat", "--llm", "local", "--max-tokens", str(args.max_tokens),
-               "-o", str(tmpdir / "replies.wav"), "--quiet"]
-        if args.endpoint_ms is not None:
-            cmd += ["--endpoint-ms", str(args.endpoint_ms)]
-        if args.endpoint is not None:
-            cmd += ["--endpoint", args.endpoint]
-        for p in inputs:
-            cmd += ["--input", str(p)]
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60 * args.turns + 120)
-        wall = time.perf_counter() - t0
-        if r.returncode != 0:
-            print(r.stderr, file=sys.stderr)
-            return r.returncode
-        log = tmpdir / "data" / "turns.jsonl"
-        turns = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-        led = subprocess.run(["voxcli", "ledger", "--measured", "--json"] +
-                             (["--endpoint-ms", str(args.endpoint_ms)] if args.endpoint_ms else []),
-                             env=env, capture_output=True, text=True, timeout=600)
-        ledger = json.loads(led.stdout) if led.returncode == 0 and led.stdout.strip() else None
-
-    summary: dict[str, dict[str, float | None]] = {}
-    for term in TERMS:
-        vals = [t["terms"][term] for t in turns if t.get("terms", {}).get(term) is not None]
-        summary[term] = {"n": len(vals), "p50": _pct(vals, 50), "p95": _pct(vals, 95),
-                         "min": min(vals) if vals else None, "max": max(vals) if vals else None}
-    doc = {"turns": len(turns), "wall_s": round(wall, 1), "summary": summary,
-           "ledger_total_ms": (ledger or {}).get("total_ms"),
-           "users": [t.get("user") for t in turns]}
+        rounds = max(1, min(args.rounds, len(inputs)))
+        groups = [list(g) for g in np.array_split(np.array(inputs, dtype=object), rounds)]
+        walls = {label: 0.0 for label, _ in arms}
+        for group in groups:  # interleaved: each build hears the same questions under the same load
+            for label, voxcli in arms:
+                data = tmpdir / f"data-{label}"
+                data.mkdir(exist_ok=True)
+                t0 = time.perf_counter()
+                err = _chat(voxcli, group, data, args)
+                walls[label] += time.perf_counter() - t0
+                if err:
+                    print(err, file=sys.stderr)
+                    return 1
+        for label, voxcli in arms:
+            data = tmpdir / f"data-{label}"
+            log = data / "turns.jsonl"
+            turns = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+            docs[label] = {"turns": len(turns), "wall_s": round(walls[label], 1), "summary": _summary(turns),
+                           "ledger": None if args.no_ledger else _ledger(voxcli, data, args),
+                           "users": [t.get("user") for t in turns]}
+    first = docs[arms[0][0]]
+    out = dict(first) if len(arms) == 1 else {"arms": docs}
+    if len(arms) == 1:
+        out["ledger_total_ms"] = (first.get("ledger") or {}).get("total_ms")
+    else:
+        base = first["summary"]["total_ms"]["p50"]
+        out["total_p50_ratio_to_first"] = {k: (d["summary"]["total_ms"]["p50"] / base if base else None)
+                                          for k, d in docs.items()}
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(out, indent=2))
         return 0
-    print(f"{len(turns)} turns, {wall:.1f} s wall (voxcli chat --llm local --max-tokens {args.max_tokens}"
-          f"{' --endpoint ' + args.endpoint if args.endpoint else ''})")
-    print(f"{'term':<20}{'p50':>9}{'p95':>9}{'min':>9}{'max':>9}")
-    for term, s in summary.items():
-        cells = "".join(f"{s[k]:9.0f}" if s[k] is not None else f"{'-':>9}" for k in ("p50", "p95", "min", "max"))
-        print(f"{term:<20}{cells}")
-    if doc["ledger_total_ms"] is not None:
-        print(f"ledger --measured predicts {doc['ledger_total_ms']:.0f} ms")
-    print("heard:", "; ".join(u or "-" for u in doc["users"]))
+    print(f"voxcli chat --llm local --max-tokens {args.max_tokens}"
+          f"{' --endpoint ' + args.endpoint if args.endpoint else ''}; {args.turns} questions, {rounds} round(s)")
+    for label, doc in docs.items():
+        _print_arm(label, doc)
+    for label, r in (out.get("total_p50_ratio_to_first") or {}).items():
+        print(f"total p50 {label} / {arms[0][0]}: {r:.3f}" if r is not None else f"{label}: -")
     return 0
 
 

@@ -130,3 +130,15 @@ def test_helpers() -> None:
     assert align_end([], ["a"]) == (0, 0)
     with pytest.raises(ValueError):
         LocalAgreement(0)
+
+
+def test_a_final_written_differently_does_not_line_up_and_one_that_extends_or_realigns_does() -> None:
+    la, _ = run(["1, 2, 3, 4, 5 6", "1, 2, 3, 4, 5 6 7 8"])
+    assert la.stable_text == "1, 2, 3, 4, 5 6"
+    # Whisper's unforced final of the same audio: one hyphenated word. Paired word by word it would
+    # swallow "7 8 9 10"; the streamer must decode again, forced with the shown words.
+    assert not la.lines_up(["1-2-3-4-5-6-7-8-9-10."])
+    assert la.lines_up("1, 2, 3, 4, 5, 6, 7, 8, 9, 10.".split())  # extends (punctuation aside)
+    la2, _ = run(["how many likes does", "how many likes does a"])
+    assert la2.lines_up("How many legs does a spider have?".split())  # "does a" realigns: shown word stays
+    assert LocalAgreement(1).lines_up(["anything"]) and LocalAgreement(2).lines_up(["nothing", "shown"])

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.helpers.voices import joe_engine
 from tests.llm.chat_completions_server import ChatServer, Script
 from voxcli.chat.turnlog import TurnRecord
 
@@ -24,31 +25,19 @@ def _answer(messages: list[dict]) -> str:
 
 
 @pytest.fixture(scope="module")
-def spoken(real_cache_module) -> dict[str, np.ndarray]:
-    import soxr
+def spoken(voice_bundle) -> dict[str, np.ndarray]:
+    from voxcli.audio.pcm import resample
 
-    from voxcli.tts.streamer import load_voice
-
-    v = load_voice()
+    engine = joe_engine(voice_bundle, deterministic=True)  # whole synthesis, noise scales 0: the same audio every run
 
     def say(text: str) -> np.ndarray:
-        return soxr.resample(v.synthesize(text), v.sample_rate, 16000).astype(np.float32)
+        return resample(engine.synthesize(text), engine.sample_rate, 16000).astype(np.float32)
 
     gap = np.zeros(int(0.3 * 16000), np.float32)  # ~370 ms of VAD silence: past onset + pad + decode, short of the hold
     think = np.zeros(int(0.7 * 16000), np.float32)  # past the semantic short hold, short of its long one
     return {"whole": say("What is the capital of France?"),
             "paused": np.concatenate([say("What is the capital"), gap, say("of France?")]),
             "order": np.concatenate([say("I'd like to order a"), think, say("large pizza, please.")])}
-
-
-@pytest.fixture(scope="module")
-def real_cache_module():
-    from tests.conftest import REAL_CACHE
-
-    mp = pytest.MonkeyPatch()
-    mp.setenv("VOXCLI_CACHE_DIR", str(REAL_CACHE))
-    yield REAL_CACHE
-    mp.undo()
 
 
 def _talk(audio: np.ndarray, endpoint: str = "vad", **config) -> tuple[list[object], object, ChatServer]:
@@ -79,7 +68,7 @@ def _talk(audio: np.ndarray, endpoint: str = "vad", **config) -> tuple[list[obje
         return seen, agent, srv
 
 
-def test_the_reply_is_asked_during_the_hold_and_heard_only_after_the_endpoint(spoken):
+def test_the_reply_is_asked_during_the_hold_and_heard_only_after_the_endpoint(spoken, real_cache):
     seen, agent, srv = _talk(spoken["whole"])
     rec = next(e for e in seen if isinstance(e, TurnRecord))
     assert rec.preemptive and rec.assistant == "Paris is the capital."
@@ -88,7 +77,7 @@ def test_the_reply_is_asked_during_the_hold_and_heard_only_after_the_endpoint(sp
     assert len(srv.records) == 1 and agent.wasted_preemptive == 0
 
 
-def test_a_pause_mid_question_cancels_the_early_reply_and_counts_it(spoken):
+def test_a_pause_mid_question_cancels_the_early_reply_and_counts_it(spoken, real_cache):
     seen, agent, srv = _talk(spoken["paused"])
     recs = [e for e in seen if isinstance(e, TurnRecord)]
     assert len(recs) == 1 and "france" in recs[0].user.lower() and "capital" in recs[0].user.lower()
@@ -99,13 +88,13 @@ def test_a_pause_mid_question_cancels_the_early_reply_and_counts_it(spoken):
     assert srv.wait_for(lambda: srv.records[0].client_gone or srv.records[0].t_end is not None, 5)
 
 
-def test_no_preemption_when_turned_off(spoken):
+def test_no_preemption_when_turned_off(spoken, real_cache):
     seen, agent, srv = _talk(spoken["whole"], preemptive=False)
     rec = next(e for e in seen if isinstance(e, TurnRecord))
     assert not rec.preemptive and rec.asr_final_ms <= rec.llm_request_ms
 
 
-def test_semantic_waits_out_a_pause_mid_phrase_and_never_plays_the_early_reply(spoken):
+def test_semantic_waits_out_a_pause_mid_phrase_and_never_plays_the_early_reply(spoken, real_cache):
     """--endpoint semantic: "I'd like to order a" ... 0.7 s ... "large pizza, please." is one turn; the reply
     started on the first part while the detector scored it is cancelled unheard and counted."""
     seen, agent, srv = _talk(spoken["order"], endpoint="semantic")

@@ -20,16 +20,6 @@ def detector(real_cache_module):
     return load_turn_detector(threads=1)
 
 
-@pytest.fixture(scope="module")
-def real_cache_module():
-    from tests.conftest import REAL_CACHE
-
-    mp = pytest.MonkeyPatch()
-    mp.setenv("VOXCLI_CACHE_DIR", str(REAL_CACHE))
-    yield REAL_CACHE
-    mp.undo()
-
-
 def test_the_labelled_set_is_large_and_balanced():
     assert len(COMPLETE) + len(INCOMPLETE) >= 150
     assert abs(len(COMPLETE) - len(INCOMPLETE)) <= 5
@@ -43,6 +33,25 @@ def test_precision_and_recall_on_the_labelled_set(detector):
     false_alarms = [t for t in INCOMPLETE if detector.score(t) >= thr]
     assert false_alarms == []
     assert sum(said_complete) / len(COMPLETE) >= 0.90
+
+
+def test_precision_and_recall_held_out(detector):
+    """The shipped threshold was tuned on the whole labelled set; here each third of it is held out in turn,
+    the threshold re-tuned on the rest by the same rule, and the held-out third counted (3-fold).
+
+    Measured (SmolLM2-135M, 1 thread): folds tune 0.03, 0.015, 0.03; held-out precision 1.000 / 0.963 / 1.000
+    (the fold without "So what I want to know is" in its tuning part tunes lower and lets it through), recall
+    0.963 / 0.963 / 1.000; pooled precision 0.988, recall 0.975."""
+    from tests.chat.turn_prefixes import cross_validate
+
+    folds = cross_validate([detector.score(t) for t in COMPLETE], [detector.score(t) for t in INCOMPLETE])
+    tp, fp = sum(f["tp"] for f in folds), sum(f["fp"] for f in folds)
+    n = sum(f["n_complete"] for f in folds)
+    assert n == len(COMPLETE) and sum(f["n_incomplete"] for f in folds) == len(INCOMPLETE)
+    assert tp / (tp + fp) >= 0.95 and tp / n >= 0.90  # pooled over the held-out thirds
+    for f in folds:  # no held-out third lets more than one mid-phrase prefix through
+        assert f["fp"] <= 1 and f["tp"] / f["n_complete"] >= 0.85
+    assert sorted(f["threshold"] for f in folds)[1] == detector.policy.threshold  # most folds agree with it
 
 
 def test_the_hold_is_short_after_a_thought_and_long_mid_phrase(detector):

@@ -192,6 +192,21 @@ class LocalAgreement:
         self.volatile = []
         return new
 
+    def lines_up(self, final: list[str]) -> bool:
+        """Can `finalize` place an unforced final after the shown stable words?
+
+        Yes when it extends them, or when a run of at least two words matches inside the last
+        four stable words (so `align_end` knows where they end). Otherwise the decode wrote the
+        same speech differently ("one two three" -> "1-2-3", one word): pairing words one by one
+        would drop what was said after, so the streamer decodes again, forced with the shown words.
+        """
+        old = self.stable[self.frozen :]
+        if self.n == 1 or not old or common_prefix([old, final]) == len(old):
+            return True
+        a, b = _norm(old), _norm(final)
+        blocks = [m for m in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m.size >= 2]
+        return any(m.a + m.size >= len(a) - 4 for m in blocks)
+
     def reset(self) -> None:
         """Start the next utterance."""
         self.stable, self.volatile, self.frozen = [], [], 0

@@ -126,6 +126,16 @@ class Endpointer:
             self._hold_from = min(sample, self._silence_from * FRAME)
 
     @property
+    def hold_start(self) -> int | None:
+        """Sample the running hold counts from (the backdated one, else the silence onset); None in speech."""
+        return self._hold_from if self._hold_from is not None else self.silence_onset
+
+    @property
+    def backdated(self) -> bool:
+        """The running hold counts from a `backdate`d sample."""
+        return self._hold_from is not None
+
+    @property
     def silence_onset(self) -> int | None:
         """Sample where the hold now counting began (in speech, after a silence frame); else None.
 

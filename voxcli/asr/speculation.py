@@ -9,14 +9,16 @@ result here. If the hold completes with that onset, the result is committed
 without decoding again; if a speech frame resets the hold, it is dropped and
 the utterance goes on. Subscribers (the chat's preemptive reply) hear
 `SpeculativeFinal` when the decode is ready and one `SpeculationEnd`
-("confirmed" just before the final caption, or "dropped").
+("confirmed" just before the final caption, or "dropped"); and every
+utterance's start and end as the endpointer decides them (`UtteranceEdge`:
+the chat agent times its turns from these, so its endpoint is this one).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
-from voxcli.events import Event, SpeculationEnd, SpeculativeFinal
+from voxcli.events import Event, SpeculationEnd, SpeculativeFinal, UtteranceEdge
 
 Subscriber = Callable[[Event], None]
 
@@ -85,6 +87,12 @@ class Speculator:
                 utterance=spec.utterance, attempt=spec.attempt, outcome=outcome,  # type: ignore[arg-type]
                 text=spec.text, speech_end=spec.speech_end / self.sample_rate, t_emit=t_emit))
         return spec
+
+    def edge(self, kind: str, utterance: int, sample: int, speech_end: int | None, t_emit: float) -> None:
+        """Tell subscribers the endpointer started or ended utterance `utterance` (samples -> seconds)."""
+        sr = self.sample_rate
+        self.publish(UtteranceEdge(kind=kind, utterance=utterance, sample=sample / sr,  # type: ignore[arg-type]
+                                   speech_end=None if speech_end is None else speech_end / sr, t_emit=t_emit))
 
     def next_utterance(self) -> None:
         self._attempts = 0

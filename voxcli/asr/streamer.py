@@ -1,32 +1,26 @@
 """ASRStreamer: speech in, live captions out, with a serial re-decode worker.
 
-Audio from `send()` goes into a bounded queue (`asr/inbox.py`). One worker thread takes it a
-step at a time: Silero VAD finds utterances; inside one, the worker re-decodes the whole
-utterance buffer each step (forced to start with the stable words, without their punctuation)
-and feeds the words to LocalAgreement-n, so the caption's stable prefix grows while its
-volatile tail may still change. The final decode of an utterance is unforced (the batch decode
-of the same audio; it may re-punctuate the stable words, and where it disagrees with one the
-shown word stays: `LocalAgreement.finalize`) and starts at silence onset, during the endpoint hold
-(`asr/speculation.py`): committed without decoding again when the hold confirms the endpoint,
-dropped if speech resumes. The next utterance starts empty.
+Audio from `send()` goes into a bounded queue (`asr/inbox.py`). One worker thread takes it a step
+at a time: Silero VAD finds utterances; inside one, the worker re-decodes the whole utterance
+buffer each step (forced to start with the stable words, without their punctuation) and feeds the
+words to LocalAgreement-n, so the caption's stable prefix grows while its volatile tail may still
+change. The final decode of an utterance is unforced (the batch decode of the same audio; it may
+re-punctuate the stable words; where it disagrees with one the shown word stays, and where it cannot
+be lined up with them it is decoded again forced with them) and starts at
+silence onset, during the endpoint hold (`asr/speculation.py`): committed without decoding again
+when the hold confirms the endpoint, dropped if speech resumes. The next utterance starts empty.
 
 Two rules keep it real time over hours:
-- bounded buffer: past `max_buffer_s` without a pause long enough to end the
-  utterance, the head of the buffer is decoded alone up to the quietest
-  frame in the already-stable region, committed, and cut off;
-- when the worker is behind (more than a step of audio pending) it skips the
-  intermediate re-decode and only ingests (VAD), reporting the lag; the
-  final decode at each endpoint always runs, so no audio is lost.
-`lockstep=True` decodes at every step regardless, and every step is a whole
-`step_ms` of audio (deterministic however threads interleave: unpaced files,
-tests, benchmarks).
+- bounded buffer: past `max_buffer_s` without a pause long enough to end the utterance, the head of the buffer
+  is decoded alone up to the quietest frame in the already-stable region, committed, and cut off;
+- when the worker is behind (more than a step of audio pending) it skips the intermediate re-decode and only
+  ingests (VAD), reporting the lag; the final decode at each endpoint always runs, so no audio is lost.
+`lockstep=True` decodes at every step regardless, and every step is a whole `step_ms` of audio
+(deterministic however threads interleave: unpaced files, tests, benchmarks).
 
-Back-pressure, when input comes faster than the worker: `send(a)` (block=True,
-files and pipes) waits for room, so unpaced input is consumed at the worker's
-speed, memory stays bounded and nothing is lost; `send(a, block=False)` (live
-input: a mic callback must never stall) never waits, and past `max_pending_s`
-drops the OLDEST waiting audio (drop-behind: captions stay near "now"),
-counted in `stats.dropped_s`. `Caption.t_audio` counts the audio heard.
+Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consumed at the worker's
+speed, bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST
+waiting audio past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard.
 """
 from __future__ import annotations
 
@@ -51,8 +45,7 @@ from voxcli.events import Caption, Word
 __all__ = ["ASREngine", "ASRStats", "ASRStreamer", "open_asr_streamer"]
 
 HoldFrom = Literal["vad", "speech"]
-"""Where the endpoint hold starts: the VAD's first silence frame (as `speech_segments` and the
-chat agent's own endpointer count it), or the last speech sample (the seed's ledger)."""
+"""Where the endpoint hold starts: the VAD's first silence frame (as `speech_segments` counts it), or the last speech sample (the seed's ledger; chat)."""
 
 
 class ASREngine(Protocol):
@@ -79,6 +72,7 @@ class ASRStreamer:
         max_pending_s: float = 10.0,
         speculative: bool = True,
         hold_from: HoldFrom = "vad",
+        tail_from_speech: bool = False,
     ) -> None:
         if getattr(model, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
             raise UsageError("the ASR model must take 16 kHz audio")
@@ -90,11 +84,11 @@ class ASRStreamer:
         self.max_buffer = int(max_buffer_s * SAMPLE_RATE)
         if self.max_buffer < 4 * SAMPLE_RATE:
             raise UsageError("max buffer must be at least 4 s")
-        self.lockstep = lockstep
-        self.speculative = speculative
-        if hold_from not in ("vad", "speech") or (hold_from == "speech" and not speculative):
-            raise UsageError("hold_from is 'vad' or 'speech' (which needs speculative=True)")
-        self.hold_from = hold_from
+        self.lockstep, self.speculative, self.hold_from, self.tail_from_speech = (
+            lockstep, speculative, hold_from, tail_from_speech)  # tail: the final's end pad counts from the speech too
+        if hold_from not in ("vad", "speech") or (hold_from == "speech" and not speculative) or (
+                tail_from_speech and hold_from != "speech"):
+            raise UsageError("hold_from is 'vad' or 'speech' (which needs speculative=True; tail_from_speech needs it)")
         self._spec = Speculator(SAMPLE_RATE)
         self.agreement = LocalAgreement(agreement)
         self.stats = ASRStats()
@@ -141,8 +135,8 @@ class ASRStreamer:
                 self.stats.dropped_s += dropped / SAMPLE_RATE
 
     def subscribe(self, fn: Subscriber) -> None:
-        """Call `fn(event)` with each `SpeculativeFinal` and `SpeculationEnd` (asr/speculation.py), on the
-        worker thread: it must return at once; its exceptions are ignored. Subscribe before sending audio."""
+        """Call `fn(event)` with each `UtteranceEdge`, `SpeculativeFinal` and `SpeculationEnd` (asr/speculation.py),
+        on the worker thread: it must return at once; its exceptions are ignored. Subscribe before sending audio."""
         self._spec.subscribe(fn)
 
     @property
@@ -164,7 +158,7 @@ class ASRStreamer:
         self._thread.join(timeout)
         if self._error is not None:
             raise self._error
-        return "\n".join(self.utterances)
+        return self.text
 
     def cancel(self) -> None:
         """Stop at the next model call; captions end; nothing more is committed."""
@@ -177,9 +171,7 @@ class ASRStreamer:
         """Audio sent but not yet taken by the worker (its lag behind the input)."""
         return self._inbox.pending / SAMPLE_RATE
 
-    @property
-    def text(self) -> str:
-        return "\n".join(self.utterances)
+    text = property(lambda self: "\n".join(self.utterances), doc="The transcript so far, one utterance per line.")
 
     # ---- worker side -------------------------------------------------
     def _elapsed(self) -> float:
@@ -188,11 +180,9 @@ class ASRStreamer:
     def _take(self) -> tuple[np.ndarray | None, bool]:
         """Up to one step of pending audio; (None, True) when input is over."""
         chunk, self._pending_n = self._inbox.take(self.step, whole=self.lockstep)
-        if chunk is None:
-            return None, True
-        if not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
+        if chunk is not None and not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
             self.stats.max_lag_s = max(self.stats.max_lag_s, self._pending_n / SAMPLE_RATE)
-        return chunk, False
+        return chunk, chunk is None
 
     def _run(self) -> None:
         t_start = time.monotonic()
@@ -224,9 +214,7 @@ class ASRStreamer:
         """Audio the worker had scored when it decided (the VAD frames fed: an endpoint fires mid-chunk)."""
         return min(self._buf_end, self._ep.frame_index * FRAME) / SAMPLE_RATE
 
-    @property
-    def _buf_end(self) -> int:
-        return self._b.end
+    _buf_end = property(lambda self: self._b.end, doc="Absolute sample where the kept audio ends.")
 
     def _ingest(self, chunk: np.ndarray) -> None:
         bad = ~np.isfinite(chunk)
@@ -244,22 +232,23 @@ class ASRStreamer:
             if ev.kind == "start" and self._utt_start is None:
                 self._utt_start = max(self._b.start, ev.sample - self.vad_config.pad_samples)
                 self._last_decode_at = self._utt_start
+                self._spec.edge("start", self._utt_index, ev.sample, None, self._elapsed())
             elif ev.kind == "end" and self._utt_start is not None:
-                self._finalize(min(self._buf_end, ev.sample + self.vad_config.pad_samples))
+                spec = self._spec.pending  # the end is announced before the final caption:
+                end = spec.speech_end if spec and spec.onset == ev.sample else self._speech_end(ev.sample)
+                self._spec.edge("end", self._utt_index, ev.sample, end, self._elapsed())
+                tail = end if self.tail_from_speech else ev.sample
+                self._finalize(min(self._buf_end, tail + self.vad_config.pad_samples, self._ep.frame_index * FRAME))
         if self._utt_start is None:
-            # Between utterances keep only the pre-roll (plus a frame of slack).
-            self._drop_before(self._buf_end - self.vad_config.pad_samples - FRAME - self._ep_candidate_span())
+            # Between utterances keep only the pre-roll (plus a frame of slack), and the audio of a
+            # not-yet-confirmed speech start (min_speech_ms).
+            c = self._ep.candidate_sample
+            self._drop_before(self._buf_end - self.vad_config.pad_samples - FRAME - (0 if c is None else max(
+                0, self._buf_end - c)))
         elif self._buf_end - self._utt_start > self.max_buffer:
             self._cut()
-        self.stats.max_buffer_s = max(self.stats.max_buffer_s, self._utt_span() / SAMPLE_RATE)
-
-    def _ep_candidate_span(self) -> int:
-        # Keep the audio of a not-yet-confirmed speech start (min_speech_ms) too.
-        c = self._ep.candidate_sample
-        return 0 if c is None else max(0, self._buf_end - c)
-
-    def _utt_span(self) -> int:
-        return 0 if self._utt_start is None else self._buf_end - self._utt_start
+        span = 0 if self._utt_start is None else self._buf_end - self._utt_start
+        self.stats.max_buffer_s = max(self.stats.max_buffer_s, span / SAMPLE_RATE)
 
     def _drop_before(self, sample: int) -> None:
         self._b.drop_before(sample, self._ep.frame_index)
@@ -305,15 +294,15 @@ class ASRStreamer:
             self._spec.end("dropped", self._elapsed())  # speech resumed (or the buffer was cut)
             self.stats.speculations_dropped += 1
             spec = None
-        end = None if onset is None else onset + self.vad_config.pad_samples
+        if onset is not None and self.hold_from == "speech" and not self._ep.backdated:
+            self._speech_end(onset)  # the hold counts from the speech at once (a hold shorter than the pad too)
+        base = self._ep.hold_start if self.tail_from_speech else onset  # where the end pad counts from
+        end = None if onset is None or base is None else base + self.vad_config.pad_samples
         if spec is not None or end is None or self._ep.frame_index * FRAME < end or end <= self._utt_start:
             return
-        words = self._decode(self._utt_start, end, prompt=False)  # exactly as the final decode
+        words = self._final_decode(end)  # exactly as the final decode
         frozen = self.agreement.stable[: self.agreement.frozen]
-        vad_end = min(onset, self._ep.last_speech)
-        speech_end = last_speech_sample(self._b.audio, self._b.start, vad_end, onset)
-        if self.hold_from == "speech":
-            self._ep.backdate(speech_end)
+        speech_end = base if self.tail_from_speech else self._speech_end(onset)  # else: a finer noise floor
         self.stats.speculations += 1
         self._spec.start(
             Speculation(self._utt_index, self._spec.next_attempt(), onset, self._utt_start, end,
@@ -323,9 +312,15 @@ class ASRStreamer:
         self.agreement.update(words)
         self._emit(False)
 
+    def _speech_end(self, onset: int) -> int:
+        """The last speech sample before silence onset `onset`; with hold_from="speech" the hold counts from it."""
+        end = last_speech_sample(self._b.audio, self._b.start, min(onset, self._ep.last_speech), onset)
+        if self.hold_from == "speech":
+            self._ep.backdate(end)
+        return end
+
     def _final_words(self, end: int) -> list[str]:
         """The final decode of [utterance start, end): the speculative one if it was made from the same."""
-        assert self._utt_start is not None
         spec = self._spec.pending
         if spec is not None and spec.matches(self._utt_start, end, self.agreement.stable[: self.agreement.frozen]):
             self._spec.end("confirmed", self._elapsed())
@@ -333,14 +328,19 @@ class ASRStreamer:
         if spec is not None:
             self._spec.end("dropped", self._elapsed())
             self.stats.speculations_dropped += 1
-        return self._decode(self._utt_start, end, prompt=False) if end > self._utt_start else []
+        return self._final_decode(end) if end > self._utt_start else []
+
+    def _final_decode(self, end: int) -> list[str]:
+        """Unforced; forced with the shown words when it cannot be lined up with them (`lines_up`)."""
+        assert self._utt_start is not None
+        words = self._decode(self._utt_start, end, prompt=False)
+        return words if self.agreement.lines_up(words) else self._decode(self._utt_start, end)
 
     def _finalize(self, end: int) -> None:
         """Endpoint (or end of input): commit the utterance's final decode (unforced; the ratchet still holds)."""
         assert self._utt_start is not None
         end = max(end, self._utt_start)
-        words = self._final_words(end)
-        self.agreement.finalize(words)
+        self.agreement.finalize(self._final_words(end))
         text = self.agreement.stable_text
         if text or self._last_caption is not None:
             self._emit(True)
@@ -383,16 +383,18 @@ def open_asr_streamer(
     threads: int | None = None,
     speculative: bool = True,
     hold_from: HoldFrom = "vad",
+    tail_from_speech: bool = False,
 ) -> ASRStreamer:
     """The library entry point: resolve the models by name and start a streamer.
 
     `threads`: the ASR model's intra-op threads (None: the session policy's default).
-    """
+    `tail_from_speech` (with hold_from="speech", as chat runs): the final's end pad counts from the last
+    speech sample too, so the speculative final is ready ~a VAD decay earlier; its span then differs from
+    `voxcli transcribe`'s, whose pad counts from the VAD's silence onset."""
     if language not in ("en", "english"):
         raise UsageError(f"language {language!r} is not supported by {model or 'moonshine-tiny-en'} (English only)")
     asr, vad = load_asr(model, offline=offline, threads=threads)
     return ASRStreamer(
         asr, vad, agreement=agreement, step_ms=step_ms, vad_config=VADConfig(endpoint_ms=endpoint_ms),
         max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s, speculative=speculative,
-        hold_from=hold_from,
-    )
+        hold_from=hold_from, tail_from_speech=tail_from_speech)

@@ -73,7 +73,8 @@ def measure_asr(knobs: Any, offline: bool | None = None) -> dict[str, Measuremen
     from voxcli.bench.ledger_overlap import measure_overlap
 
     o = measure_overlap(hold_ms=knobs.endpoint_ms, agreement=knobs.agreement, step_ms=int(knobs.chunk_ms),
-                        offline=offline)
+                        offline=offline, streamer_options={"hold_from": chat_hold_from(),
+                                                           "tail_from_speech": chat_hold_from() == "speech"})
     data = o.to_dict()
     how = (f"{len(o.runs)} real-time runs of the streamer, hold {o.hold_ms:.0f} ms, "
            + ("speculative final decode" if o.speculative else "final decode after the endpoint"))
@@ -90,10 +91,11 @@ def measure_asr(knobs: Any, offline: bool | None = None) -> dict[str, Measuremen
     }
 
 
-def engine_knobs(cfg: Any, network: str) -> tuple[Any, dict[str, str]]:
+def engine_knobs(cfg: Any, network: str, endpoint: str | None = None) -> tuple[Any, dict[str, str]]:
     """The knobs the engine runs with: hold, agreement, step (the ASR "chunk") and the TTS first chunk.
 
-    Read where the engine reads them (config resolve() and the engine defaults), each with its source.
+    Read where the engine reads them (config resolve() and the engine defaults), each with its source;
+    with chat's semantic endpoint (`asr.endpoint`, or `endpoint`) the hold is the detector's short hold.
     """
     from voxcli import config as C
     from voxcli.bench.ledger_knobs import Knobs
@@ -108,6 +110,10 @@ def engine_knobs(cfg: Any, network: str) -> tuple[Any, dict[str, str]]:
         return (default if v is None else v), cfg.sources.get(key, "engine default")
 
     hold, hold_src = value("asr.endpoint_ms", C.DEFAULT_ENDPOINT_MS)
+    if endpoint_mode(cfg, endpoint)[0] == "semantic":  # chat's streamer then holds the detector's short hold
+        from voxcli.chat.turn_detector import HoldPolicy
+
+        hold, hold_src = HoldPolicy().min_ms, "semantic short hold"
     n, n_src = value("asr.agreement", C.DEFAULT_AGREEMENT)
     step, step_src = value("asr.step_ms", C.DEFAULT_STEP_MS)
     words, words_src = value("tts.first_words", ChunkerConfig().first_words)
@@ -175,3 +181,73 @@ def measure_terms(cfg: Any, knobs: Any, knob_sources: dict[str, str], on_note: N
     else:
         on_note("LLM first token assumed: no chat turns logged yet (run `voxcli chat`)")
     return out
+
+
+def chat_hold_from() -> str:
+    """Where chat's streamer counts its hold from (`open_chat_models`' default): the ledger measures that."""
+    if importlib.util.find_spec("voxcli.chat.models") is None:
+        return "vad"
+    from voxcli.chat.models import open_chat_models
+
+    return str((open_chat_models.__kwdefaults__ or {}).get("hold_from", "vad"))
+
+
+def endpoint_mode(cfg: Any, flag: str | None = None) -> tuple[str, str]:
+    """chat's end of turn in force (`asr.endpoint`: vad | semantic) and where that came from."""
+    from voxcli import config as C
+
+    if "asr.endpoint" not in C.config_keys():
+        return "vad", "engine default"
+    v = C.resolve("asr.endpoint", flag, config=cfg)
+    return str(v or "vad"), "flag" if flag else cfg.sources.get("asr.endpoint", "engine default")
+
+
+def _turn_users(last: int) -> list[str]:
+    if importlib.util.find_spec("voxcli.chat.turnlog") is None:
+        return []
+    from voxcli.chat.turnlog import read_turns
+
+    return [str(t["user"]) for t in read_turns(last=last) if isinstance(t.get("user"), str) and t["user"].strip()]
+
+
+def detector_holds(offline: bool | None = None, last: int = 20) -> tuple[tuple[float, ...], float, str]:
+    """The semantic detector's hold for each recent user turn (turn log; else `SAMPLE_TURNS`), its median
+    scoring time, and where the texts came from."""
+    import time
+
+    from voxcli.bench.ledger_engine import SAMPLE_TURNS
+    from voxcli.chat.turn_detector import load_turn_detector
+
+    texts = _turn_users(last)
+    where = f"the last {len(texts)} user turns of chat's turn log" if texts else (
+        f"{len(SAMPLE_TURNS)} sample questions (no chat turns logged yet)")
+    det = load_turn_detector(threads=1, offline=offline)
+    holds, took = [], []
+    for text in texts or list(SAMPLE_TURNS):
+        t0 = time.perf_counter()
+        holds.append(det.hold_ms(text))
+        took.append((time.perf_counter() - t0) * 1000)
+    return tuple(holds), statistics.median(took), where
+
+
+def measure_engine(cfg: Any, budget: Any, flag: str | None = None, offline: bool | None = None) -> Measurement:
+    """chat's own schedule on these terms (`voxcli.bench.ledger_engine`): the preemptive reply, and with the
+    semantic endpoint the detector's hold per turn; value = the predicted median first audio."""
+    from voxcli.bench.ledger_engine import EngineModel, predict
+
+    from dataclasses import replace
+
+    mode, src = endpoint_mode(cfg, flag)
+    tts = _turn_terms("tts_first_audio_ms", 20)
+    if tts:  # chat's own first token -> first audio: the first chunk's words wait for the LLM that writes them
+        budget = replace(budget, tts_first_audio_ms=statistics.median(tts))
+    if mode == "semantic":
+        holds, det_ms, where = detector_holds(offline)
+        model = EngineModel("semantic", True, holds, det_ms)
+        how = f"semantic end of turn ({src}); the detector scored {where}"
+    else:
+        model, how = EngineModel("vad", True), f"vad end of turn ({src})"
+    pred = predict(budget, model)
+    how += "; TTS first audio: " + (f"median of {len(tts)} chat turns (first token -> first audio)" if tts
+                                    else "the term above")
+    return Measurement(pred.total_ms, "engine", f"{how}. {' '.join(pred.explain())}", pred.to_dict())

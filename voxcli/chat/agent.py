@@ -36,14 +36,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from voxcli.chat.heard import Span, words_of
+from voxcli.chat.heard import place, words_of
 from voxcli.chat.history import History, budget_for
 from voxcli.chat.listening import ListeningMixin
 from voxcli.chat.preempt import PreemptMixin
 from voxcli.chat.turn import FeedClock, PendingTurn, Reply, Speaker, Utterance, cut_off_reason
 from voxcli.chat.turn_gate import TurnGate
 from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record
-from voxcli.asr.endpointer import Endpointer, VADConfig
+from voxcli.asr.endpointer import VADConfig
 from voxcli.config import DEFAULT_BARGE_IN_MS, DEFAULT_ENDPOINT_MS
 from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
 
@@ -106,9 +106,9 @@ class Agent(ListeningMixin, PreemptMixin):
         self._wasted_logged = 0
         self._spec: Any = None  # the speculation a preemptive reply answers, until its final arrives
         self.error: BaseException | None = None
-        # the streamer's own endpointing when it has one, so both see the same utterances
+        # the streamer's VAD thresholds (barge-in's speech run); its endpointer times the turns (UtteranceEdge)
         self._vad_config = getattr(asr, "vad_config", None) or VADConfig(endpoint_ms=self.config.endpoint_ms)
-        self._ep = Endpointer(self._vad_config)
+        self._in_speech = False  # between the streamer's utterance start and end
         self._lock = threading.RLock()
         self._closed = threading.Event()
         self._turns: queue.Queue[PendingTurn] = queue.Queue()
@@ -119,12 +119,12 @@ class Agent(ListeningMixin, PreemptMixin):
         self._n_turns = 0
         self._fed = 0  # samples given to VAD/ASR
         self._feed_clock = FeedClock()
-        self._utts: list[Utterance] = []  # utterances whose final transcript has not arrived yet
+        self._utts: dict[int, Utterance] = {}  # by Caption.utterance: those whose final has not arrived yet
         self._run_frames = 0  # consecutive speech frames (hysteresis), for barge-in
         self._utt_words = ""  # current (non-final) caption text
         self._recent: list[str] = []  # the assistant's latest words
         self._shared_vad = self._listen_to_shared_vad()  # one VAD pass: the streamer's, when it is shared
-        self._listen_to_speculation()
+        self._listen_to_streamer()  # utterance edges and speculative finals
         self._threads = [
             threading.Thread(target=self._guard(self._caption_loop), name="voxcli-agent-asr", daemon=True),
             threading.Thread(target=self._guard(self._turn_loop), name="voxcli-agent-turns", daemon=True),
@@ -188,7 +188,7 @@ class Agent(ListeningMixin, PreemptMixin):
         deadline = self.clock() + timeout
         while self.busy() and self.clock() < deadline and self.error is None:
             with self._lock:
-                self._utts = [u for u in self._utts if u.endpoint is None]
+                self._utts = {k: u for k, u in self._utts.items() if u.endpoint is None}
             time.sleep(0.02)
 
     # -- ASR side -----------------------------------------------------------------
@@ -208,11 +208,7 @@ class Agent(ListeningMixin, PreemptMixin):
     def _on_final(self, cap: Caption) -> None:
         now = self.clock()
         with self._lock:
-            # The utterance this final belongs to: the latest one that has ended (the ASR skips empty ones).
-            ended = [i for i, u in enumerate(self._utts) if u.endpoint is not None]
-            i = ended[-1] if ended else (len(self._utts) - 1)
-            utt = self._utts[i] if i >= 0 else None
-            del self._utts[: i + 1]
+            utt = self._take_utterance(cap.utterance)  # by the number the streamer gave both
             speech_end, endpoint = (utt.speech_end, utt.endpoint) if utt else (None, None)
             text = cap.stable.strip()
             if not text:
@@ -366,11 +362,7 @@ class Agent(ListeningMixin, PreemptMixin):
             if reply.clock.first_audio is None:
                 reply.clock.first_audio = self.clock()
             with self._lock:
-                if chunk.text or not reply.spans:  # a sentence's text rides on its first block
-                    if reply.spans:
-                        reply.spans[-1].complete = True
-                    reply.spans.append(Span(at, 0, chunk.text))
-                reply.spans[-1].n = at + int(chunk.audio.size) - reply.spans[-1].start
+                place(reply.spans, chunk, at, chunk.sample_rate)  # sentence spans and word ends on the play head
                 self._recent = (self._recent + words_of(chunk.text))[-self.config.echo_words :]
             if chunk.text:
                 self.on_event(Spoken(reply.turn, chunk.text))

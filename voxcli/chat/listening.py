@@ -1,19 +1,23 @@
-"""The agent's ears: mic audio in, speech runs and utterance stamps out, barge-in decided.
+"""The agent's ears: mic audio in, utterance stamps and barge-in out.
 
 Kept apart from the turn loop (`voxcli.chat.agent`): this is the part that
 runs for every 32 ms frame. `feed()` hands the mic audio to the ASR streamer;
 the speech probabilities of that audio reach `_on_probs` either from the
 streamer's own VAD pass (`voxcli.chat.shared_vad.SharedVAD`: one Silero run
 per frame for the whole conversation, delivered on the streamer's worker
-thread) or, with a plain scorer, from a pass made here in `feed`.
+thread) or, with a plain scorer, from a pass made here in `feed`. They drive
+the speech run (hysteresis) that barge-in needs.
 
-`_on_probs` keeps the speech run (hysteresis) that barge-in needs and the
-agent's own endpointer events, which stamp each `Utterance` (speech start,
-speech end, endpoint) in wall time through the `FeedClock`, and tells the
-turn gate when speech resumes or ends. A streamer that finalizes during the
-hold (`subscribe`: `SpeculativeFinal`) has its text scored by the semantic
-detector at once, so the final finds the score ready. (Scoring the caption at
-silence onset was tried: the partial text then rarely equals the final.)
+When an utterance starts and ends is the streamer's decision, not a second
+endpointer's: its `UtteranceEdge` events (`subscribe`) stamp each `Utterance`
+(speech start; last speech sample; endpoint) in wall time through the
+`FeedClock`, keyed by the utterance number its captions carry, and tell the
+turn gate when speech resumes or ends. So the endpoint the user experiences
+is the streamer's, including its `hold_from="speech"` (the hold counted from
+the last speech sample, not from Silero's later silence frame), and a final
+caption finds its stamps by number, never by timing. A streamer that
+finalizes during the hold (`SpeculativeFinal`) has its text scored by the
+semantic detector at once, so the final finds the score ready.
 """
 from __future__ import annotations
 
@@ -44,11 +48,12 @@ class ListeningMixin:
         listen(self._on_probs_guarded)
         return True
 
-    def _listen_to_speculation(self) -> None:
-        """With a streamer that finalizes during the hold: `voxcli.chat.preempt` handles its events."""
+    def _listen_to_streamer(self) -> None:
+        """The streamer's utterance edges (`_on_edge`) and speculative finals (`voxcli.chat.preempt`)."""
         subscribe = getattr(self.asr, "subscribe", None)
-        if subscribe is not None:
-            subscribe(self._on_asr_event)
+        if subscribe is None:
+            raise TypeError("the chat agent needs an ASR streamer with subscribe() (voxcli.asr.streamer.ASRStreamer)")
+        subscribe(self._on_asr_event)
 
     def feed(self, samples: np.ndarray) -> None:
         """Mic audio (float32 16 kHz mono), as it is captured."""
@@ -75,8 +80,7 @@ class ListeningMixin:
                 self.error = e
 
     def _on_probs(self, probs: np.ndarray) -> None:
-        """Speech run, endpointer events and barge-in for a batch of frame probabilities."""
-        now = self.clock()
+        """Speech run and barge-in for a batch of frame probabilities."""
         hi, lo = self._vad_config.threshold, self._vad_config.low
         for p in probs:
             p = float(p)
@@ -84,27 +88,41 @@ class ListeningMixin:
             self._run_frames = self._run_frames + 1 if p >= hi else (0 if p < lo else self._run_frames)
             if p >= hi and self._gate.holding:
                 self._gate.speech_frame()  # the user may be going on after a mid-phrase pause
-            ev = self._ep.feed(p)
-            if ev is None:
-                continue
-            with self._lock:
-                if ev.kind == "start":
-                    self._utts.append(Utterance(self._wall_of(ev.sample), overlapped=self._turn_running))
-                    del self._utts[:-UTTERANCES_KEPT]
-                    self._gate.speech_resumed()
-                else:
-                    if self._utts:  # the last speech sample when the endpointer knows it, else the hold's start
-                        end = ev.sample if getattr(ev, "speech_end", None) is None else ev.speech_end
-                        self._utts[-1].speech_end, self._utts[-1].endpoint = self._wall_of(end), now
-                    self._gate.speech_ended()
         self._maybe_barge_in()
+
+    def _on_edge(self, ev: Any) -> None:
+        """The streamer's `UtteranceEdge` (on its worker thread): stamp the utterance, tell the gate."""
+        now = self.clock()
+        with self._lock:
+            if ev.kind == "start":
+                self._in_speech = True
+                self._utts[ev.utterance] = Utterance(self._wall_of(_samples(ev.sample)), overlapped=self._turn_running)
+                for k in sorted(self._utts)[:-UTTERANCES_KEPT]:
+                    del self._utts[k]
+                self._gate.speech_resumed()
+                return
+            self._in_speech = False
+            u = self._utts.get(ev.utterance)
+            if u is not None:  # speech end: the last speech sample (the streamer refines it from the audio)
+                end = ev.speech_end if ev.speech_end is not None else ev.sample
+                u.speech_end, u.endpoint = self._wall_of(_samples(end)), now
+            self._gate.speech_ended()
+
+    def _take_utterance(self, n: int) -> Utterance | None:
+        """The stamps of utterance `n`, whose final caption arrived (older ones had no words); under the lock."""
+        utt = self._utts.pop(n, None)
+        for k in [k for k in self._utts if k < n]:
+            del self._utts[k]
+        if utt is not None and utt.endpoint is None:
+            self._in_speech = False  # finalized at the end of the input: no end edge comes
+        return utt
 
     def busy(self) -> bool:
         """User speaking, an utterance awaiting its transcript, a turn held or running."""
         with self._lock:
-            ends = [u.endpoint for u in self._utts if u.endpoint is not None]
-            pending_ep = bool(ends) and self.clock() - ends[-1] < 10.0
-            return (self._ep.in_speech or pending_ep or self._turn_running or not self._turns.empty()
+            ends = [u.endpoint for u in self._utts.values() if u.endpoint is not None]
+            pending_ep = bool(ends) and self.clock() - max(ends) < 10.0
+            return (self._in_speech or pending_ep or self._turn_running or not self._turns.empty()
                     or self._gate.holding)
 
     def _maybe_barge_in(self) -> None:
@@ -120,13 +138,18 @@ class ListeningMixin:
                 return
             reply.barged = True
             if self._utts:
-                self._utts[-1].barged = True
+                self._utts[max(self._utts)].barged = True
             self.llm.cancel()
             reply.tts.cancel()
             played = self.speaker.stop()
-            reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate)
+            reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate, written=reply.received)
         self.on_event(BargeIn(reply.turn, reply.heard_at_barge, " ".join(fresh)))
 
     def _wall_of(self, sample: int) -> float:
+        """Wall time at which the streamer's sample `sample` was captured (its samples are the fed ones)."""
         with self._lock:
             return self._feed_clock.wall_of(sample, SAMPLE_RATE)
+
+
+def _samples(seconds: float) -> int:
+    return int(round(seconds * SAMPLE_RATE))

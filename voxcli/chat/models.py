@@ -77,6 +77,7 @@ def open_chat_models(
     asr_model: str | None = None,
     endpoint_ms: float = DEFAULT_ENDPOINT_MS,
     endpoint: str = "vad",
+    hold_from: str = "speech",
     offline: bool | None = None,
     budget: ThreadBudget | None = None,
     **llm_options: Any,
@@ -87,6 +88,8 @@ def open_chat_models(
     `endpoint`: "vad" (the turn ends after `endpoint_ms` of silence) or "semantic" (the
     streamer holds the short `HoldPolicy.min_ms` and the SmolLM2 turn detector -- the chat's
     own on-device model when it is local -- lengthens the hold mid-phrase: `voxcli.chat.turn_gate`).
+    `hold_from`: where the streamer's hold starts ("speech": the last speech sample; "vad": Silero's
+    first silence frame, ~60-150 ms later).
     `llm_options` go to `voxcli.llm.open_llm` as they are (api_key_env, max_tokens,
     first_token_timeout, ...).
     """
@@ -116,5 +119,9 @@ def open_chat_models(
 
         detector = load_turn_detector(llm, threads=max(1, budget.llm), offline=offline)
         endpoint_ms = detector.policy.min_ms  # the short hold; the detector lengthens it mid-phrase
-    asr = ASRStreamer(engine, vad, vad_config=VADConfig(endpoint_ms=endpoint_ms))
+    # the hold counts from the last speech sample (not Silero's later silence frame): the agent times
+    # its turns from this streamer's own endpoint (UtteranceEdge), so nothing else has to agree with it
+    # (and so does the final's end pad: the speculative final, and the reply started on it, come sooner)
+    asr = ASRStreamer(engine, vad, vad_config=VADConfig(endpoint_ms=endpoint_ms), hold_from=hold_from,
+                      tail_from_speech=hold_from == "speech")
     return ChatModels(llm=llm, voice=voice_obj, asr=asr, vad=vad, budget=budget, turn_detector=detector)

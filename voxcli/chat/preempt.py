@@ -57,11 +57,13 @@ class PreemptMixin:
     """Speculation side of `voxcli.chat.agent.Agent` (it provides the state these methods use)."""
 
     def _on_asr_event(self, ev: Any) -> None:
-        """`SpeculativeFinal` / `SpeculationEnd`, on the ASR worker thread: quick hand-offs only."""
+        """`UtteranceEdge` / `SpeculativeFinal` / `SpeculationEnd`, on the ASR worker thread: quick hand-offs only."""
         if self._closed.is_set():
             return
         kind = type(ev).__name__
-        if kind == "SpeculativeFinal":
+        if kind == "UtteranceEdge":
+            self._on_edge(ev)  # voxcli.chat.listening: the utterance's stamps
+        elif kind == "SpeculativeFinal":
             self._gate.prefetch(ev.text)  # semantic mode: the detector scores it during the hold
             self._maybe_preempt(ev)
         elif kind == "SpeculationEnd":
@@ -74,7 +76,8 @@ class PreemptMixin:
         with self._lock:
             if self._turn_running or not self._turns.empty() or self._spec is not None or self._gate.holding:
                 return
-            if self._utts and self._utts[-1].overlapped:
+            utt = self._utts.get(ev.utterance)
+            if utt is not None and utt.overlapped:
                 return  # began while the assistant spoke: echo or backchannel unless it barges in
             end = self._wall_of(int(round(ev.speech_end * SAMPLE_RATE)))
             spec = Speculation(ev.utterance, ev.attempt, " ".join(ev.text.split()), TurnClock(speech_end=end))

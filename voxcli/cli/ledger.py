@@ -157,7 +157,8 @@ def _term_option(term: str) -> Any:
                         help=f"Override the {model.LABELS[term]} term, ms.")
 
 
-def _knobs(preset: str | None, flags: dict[str, Any], measured: bool, cfg: Any) -> tuple[Any, dict[str, str], str]:
+def _knobs(preset: str | None, flags: dict[str, Any], measured: bool, cfg: Any,
+           endpoint: str | None = None) -> tuple[Any, dict[str, str], str]:
     """Preset (or, with --measured, the configuration in force) with the knob flags laid over it."""
     from voxcli.config import resolve
 
@@ -171,7 +172,7 @@ def _knobs(preset: str | None, flags: dict[str, Any], measured: bool, cfg: Any) 
     if measured:
         from voxcli.bench.ledger_measure import engine_knobs
 
-        knobs, engine_src = engine_knobs(cfg, flags["network"] or "device")  # voxcli runs on-device
+        knobs, engine_src = engine_knobs(cfg, flags["network"] or "device", endpoint)  # voxcli runs on-device
         sources.update(engine_src)
     try:
         knobs = knobs.with_(**flags)
@@ -181,13 +182,13 @@ def _knobs(preset: str | None, flags: dict[str, Any], measured: bool, cfg: Any) 
     return knobs, sources, name
 
 
-def _gather(preset: str | None, knob_flags: dict[str, Any], term_flags: dict[str, float | None], measured: bool
-            ) -> tuple[model.TurnBudget, dict[str, Any], dict[str, str], dict[str, Any]]:
+def _gather(preset: str | None, knob_flags: dict[str, Any], term_flags: dict[str, float | None], measured: bool,
+            endpoint: str | None = None) -> tuple[model.TurnBudget, dict[str, Any], dict[str, str], dict[str, Any]]:
     """Resolve knobs, then each term (derived < config < env < measured < flag), remembering where each came from."""
     from voxcli.config import resolve
 
     cfg = command_config()
-    knobs, knob_src, name = _knobs(preset, knob_flags, measured, cfg)
+    knobs, knob_src, name = _knobs(preset, knob_flags, measured, cfg, endpoint)
     values = knobs_model.derive(knobs).to_dict()
     sources: dict[str, str] = {}
     for knob, terms in knobs_model.KNOB_TERMS.items():
@@ -240,6 +241,9 @@ def ledger(
         "--measured", help="This machine with the configuration in force (asr.endpoint_ms, agreement, step, TTS "
         "first chunk; network device unless --network): run the streamer on real speech (ASR tail and the "
         "overlap it achieved), measure TTS first audio, read LLM first token from chat's turn log.")] = False,
+    endpoint: Annotated[str | None, typer.Option(
+        "--endpoint", show_default=False, help="With --measured: chat's end of turn, vad | semantic (config "
+        "asr.endpoint): predict the turn as chat schedules it (preemptive reply; the detector's holds).")] = None,
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
     offline: OfflineOpt = False,
@@ -251,13 +255,17 @@ def ledger(
                   "endpoint_ms": endpoint_ms, "network": network}
     term_flags = {"uplink_ms": uplink_ms, "asr_tail_ms": asr_tail_ms, "hops_ms": hops_ms, "llm_ttft_ms": llm_ttft_ms,
                   "tts_first_audio_ms": tts_first_audio_ms, "downlink_ms": downlink_ms}
-    budget, doc, sources, details = _gather(preset, knob_flags, term_flags, measured)
+    if endpoint is not None and endpoint not in ("vad", "semantic"):
+        raise UsageError(f"--endpoint must be vad or semantic, not {endpoint!r}")
+    budget, doc, sources, details = _gather(preset, knob_flags, term_flags, measured, endpoint)
     led = model.compute(budget)
     turns = None
     if measured:
-        from voxcli.bench.ledger_measure import measured_turns
+        from voxcli.bench.ledger_measure import measure_engine, measured_turns
 
-        turns = measured_turns(led.total_ms)
+        eng = measure_engine(command_config(), budget, endpoint, offline=STATE.offline or None)
+        details["engine"] = eng.to_dict()  # chat's own schedule: what its turn log is compared with
+        turns = measured_turns(eng.value_ms)
     if json_out:
         out = {**doc, **led.to_dict(), "sources": sources}
         if details:
@@ -288,10 +296,12 @@ def experiments(json_out: JsonOpt = False) -> None:
 
 
 def _numbers(text: str, name: str, cast: Any) -> list[Any]:
+    """The comma-separated values of a list option (`--chunks`, `--agreements`, `--words`), each > 0."""
     try:
         values = [cast(v) for v in text.replace(" ", "").split(",") if v]
     except ValueError:
-        raise UsageError(f"{name} must be comma-separated numbers, got {text!r}") from None
+        kind = "whole numbers" if cast is int else "numbers"
+        raise UsageError(f"{name} must be comma-separated {kind}, got {text!r}") from None
     if not values or any(v <= 0 for v in values):
         raise UsageError(f"{name} needs at least one value, each > 0, got {text!r}")
     return values
@@ -347,12 +357,7 @@ def schedule(
     """Check a TTS chunk schedule for underruns (the `voxcli ledger schedule` command)."""
     from voxcli.bench.ledger_schedule import schedule as simulate
 
-    try:
-        counts = [int(w) for w in words.replace(" ", "").split(",") if w]
-    except ValueError:
-        raise UsageError(f"--words must be comma-separated whole numbers, got {words!r}") from None
-    if not counts or any(c <= 0 for c in counts):
-        raise UsageError(f"--words needs at least one chunk and every chunk at least one word, got {words!r}")
+    counts = _numbers(words, "--words", int)
     s = simulate(counts, rtf=rtf, overhead_s=overhead_ms / 1000.0, wpm=wpm)
     if json_out:
         print(json.dumps(s.to_dict(), indent=2), flush=True)
