@@ -15,11 +15,6 @@ from voxcli.runtimes.silero_vad import SileroVAD
 
 
 @pytest.fixture(scope="module")
-def moonshine(asr_bundle) -> MoonshineASR:
-    return MoonshineASR.load(asr_bundle.path)
-
-
-@pytest.fixture(scope="module")
 def silero(vad_bundle) -> SileroVAD:
     return SileroVAD.load(vad_bundle.file("silero_vad.onnx"))
 

@@ -7,27 +7,16 @@ import time
 import numpy as np
 import pytest
 
-from tests.asr_checks import BECKETT_REF, TWO_CITIES_REF, assert_stable_never_shrinks, final_text
+from tests.asr_checks import BECKETT_REF, TWO_CITIES_REF, assert_stable_never_shrinks, feed, final_text
 from voxcli.audio.files import read_audio
 from voxcli.asr.streamer import ASRStreamer
 from voxcli.asr.batch import transcribe_audio
 from voxcli.asr.endpointer import VADConfig, speech_segments
 from voxcli.bench.wer import word_errors
 from voxcli.errors import UsageError
-from voxcli.runtimes.moonshine import MoonshineASR
 from voxcli.runtimes.silero_vad import SileroVAD
 
 SR = 16000
-
-
-@pytest.fixture(scope="module")
-def moonshine(asr_bundle) -> MoonshineASR:
-    return MoonshineASR.load(asr_bundle.path)
-
-
-@pytest.fixture(scope="module")
-def vad_path(vad_bundle):
-    return vad_bundle.file("silero_vad.onnx")
 
 
 @pytest.fixture(scope="module")
@@ -38,19 +27,7 @@ def audio(speech_samples) -> dict[str, np.ndarray]:
 def stream(model, vad_path, audio: np.ndarray, chunk_s: float = 0.1, speed: float = 0.0, **kw):
     """Feed audio in chunks (paced at `speed` x real time, 0 = unpaced); return (text, captions, streamer)."""
     s = ASRStreamer(model, SileroVAD.load(vad_path), **kw)
-    caps: list = []
-    reader = threading.Thread(target=lambda: caps.extend(s.captions))
-    reader.start()
-    n = int(chunk_s * SR)
-    t0 = time.monotonic()
-    for i in range(0, audio.size, n):
-        s.send(audio[i : i + n])
-        if speed:
-            delay = t0 + (i + n) / SR / speed - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-    text = s.finish()
-    reader.join(5)
+    text, caps, _ = feed(s, audio, chunk_s, speed)
     return text, assert_stable_never_shrinks(caps), s
 
 

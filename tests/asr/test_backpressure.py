@@ -7,36 +7,22 @@ drops the oldest waiting audio and counts it (live input).
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from tests.asr_checks import BECKETT_REF
+from tests.asr_checks import BECKETT_REF, feed
+from tests.helpers.rss import run_measured
 from voxcli.asr.batch import transcribe_audio, transcribe_blocks
 from voxcli.asr.inbox import AudioInbox
 from voxcli.asr.streamer import ASRStreamer
 from voxcli.audio.files import iter_audio, read_audio
 from voxcli.bench.wer import word_errors
-from voxcli.runtimes.moonshine import MoonshineASR
 from voxcli.runtimes.silero_vad import SileroVAD
 
 SR = 16000
-
-
-@pytest.fixture(scope="module")
-def moonshine(asr_bundle) -> MoonshineASR:
-    return MoonshineASR.load(asr_bundle.path)
-
-
-@pytest.fixture(scope="module")
-def vad_path(vad_bundle):
-    return vad_bundle.file("silero_vad.onnx")
 
 
 @pytest.fixture(scope="module")
@@ -44,34 +30,12 @@ def beckett(speech_samples) -> np.ndarray:
     return read_audio(speech_samples["beckett"], rate=SR)[0]
 
 
-def _feed(s: ASRStreamer, audio: np.ndarray, chunk_s: float, **send) -> tuple[str, list, float]:
-    """Send unpaced; return (transcript, captions, most audio ever seen pending right after a send)."""
-    caps: list = []
-    reader = threading.Thread(target=lambda: caps.extend(s.captions))
-    reader.start()
-    n, most = int(chunk_s * SR), 0.0
-    for i in range(0, audio.size, n):
-        s.send(audio[i : i + n], **send)
-        most = max(most, s.pending_s)
-    text = s.finish()
-    reader.join(10)
-    return text, caps, most
-
-
 def test_blocking_send_of_unpaced_audio_loses_nothing(moonshine, vad_path, beckett) -> None:
     # Paced at 3x real time, with room to spare.
-    ref = ASRStreamer(moonshine, SileroVAD.load(vad_path), lockstep=True)
-    reader = threading.Thread(target=lambda: list(ref.captions))
-    reader.start()
-    t0 = time.monotonic()
-    for i in range(0, beckett.size, SR // 10):
-        ref.send(beckett[i : i + SR // 10])
-        time.sleep(max(0.0, t0 + (i + SR // 10) / SR / 3 - time.monotonic()))
-    paced = ref.finish()
-    reader.join(10)
+    paced, _, _ = feed(ASRStreamer(moonshine, SileroVAD.load(vad_path), lockstep=True), beckett, 0.1, speed=3)
     # Unpaced into a 1 s inbox: the sender waits for the worker again and again.
     s = ASRStreamer(moonshine, SileroVAD.load(vad_path), lockstep=True, max_pending_s=1.0)
-    text, caps, most = _feed(s, beckett, 0.1, block=True)
+    text, caps, most = feed(s, beckett, 0.1, block=True)
     assert most <= 1.0 + 1e-9
     assert s.stats.dropped_s == 0.0 and s.stats.audio_s == pytest.approx(beckett.size / SR)
     # Same words as paced (punctuation may differ: paced input reaches the worker in smaller takes,
@@ -79,7 +43,7 @@ def test_blocking_send_of_unpaced_audio_loses_nothing(moonshine, vad_path, becke
     assert word_errors(paced, text).errors == 0 and word_errors(BECKETT_REF, text).rate <= 0.1, (text, paced)
     # Exactly what the unbounded queue gave (the old behaviour: all of it queued at once).
     old = ASRStreamer(moonshine, SileroVAD.load(vad_path), lockstep=True, max_pending_s=60.0)
-    old_text, old_caps, _ = _feed(old, beckett, 0.1)
+    old_text, old_caps, _ = feed(old, beckett, 0.1)
     assert text == old_text
     assert [(c.stable, c.volatile, c.is_final) for c in caps] == [(c.stable, c.volatile, c.is_final) for c in old_caps]
 
@@ -119,20 +83,13 @@ def test_inbox_drops_whole_and_partial_heads_in_order() -> None:
     assert box.take(3)[0].tolist() == [15, 16, 17]
 
 
-_UNPACED = textwrap.dedent("""
+_UNPACED = """
+    # Run by run_measured (tests/helpers/rss.py), which defines hwm_mb().
     import json, sys, threading
     import numpy as np
     from voxcli.asr.streamer import ASRStreamer
     from voxcli.runtimes.moonshine import MoonshineASR
     from voxcli.runtimes.silero_vad import SileroVAD
-
-    def hwm_mb(reset=False):
-        if reset:  # peak RSS := current RSS (else the model load's transient peak hides growth)
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
 
     model, vad = MoonshineASR.load(sys.argv[1]), SileroVAD.load(sys.argv[2])
     model.transcribe(np.zeros(16000, np.float32)); vad.probs(np.zeros(16000, np.float32))
@@ -147,15 +104,12 @@ _UNPACED = textwrap.dedent("""
     s.finish()
     print(json.dumps({"growth_mb": hwm_mb() - base, "audio_s": s.stats.audio_s, "most_pending_s": most,
                       "dropped_s": s.stats.dropped_s}))
-""")
+"""
 
 
 def test_unpaced_input_is_consumed_at_the_workers_speed_in_flat_memory(asr_bundle, vad_path) -> None:
     # 12 minutes (37 MB of float32) sent as fast as Python can: before, all of it queued.
-    out = subprocess.run([sys.executable, "-c", _UNPACED, str(asr_bundle.path), str(vad_path), "12"],
-                         capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-2000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = run_measured(_UNPACED, asr_bundle.path, vad_path, 12, timeout=900)
     assert r["audio_s"] == pytest.approx(12 * 60, abs=1)
     assert r["dropped_s"] == 0.0
     assert r["most_pending_s"] <= 10.0 + 1e-6
@@ -170,21 +124,14 @@ def test_blocks_give_the_whole_array_result(moonshine, vad_path, speech_samples)
         assert blocks == whole and len(whole) >= 6, name
 
 
-_OFFLINE = textwrap.dedent("""
+_OFFLINE = """
+    # Run by run_measured (tests/helpers/rss.py), which defines hwm_mb().
     import json, sys
     import numpy as np
     from voxcli.asr.batch import transcribe_blocks
     from voxcli.audio.files import read_audio
     from voxcli.runtimes.moonshine import MoonshineASR
     from voxcli.runtimes.silero_vad import SileroVAD
-
-    def hwm_mb(reset=False):
-        if reset:  # peak RSS := current RSS (else the model load's transient peak hides growth)
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
 
     model, vad = MoonshineASR.load(sys.argv[1]), SileroVAD.load(sys.argv[2])
     speech = read_audio(sys.argv[3], rate=16000)[0]
@@ -200,14 +147,11 @@ _OFFLINE = textwrap.dedent("""
     base = hwm_mb(reset=True)
     texts = [u.text for u in transcribe_blocks(model, vad, blocks())]
     print(json.dumps({"growth_mb": hwm_mb() - base, "texts": texts}))
-""")
+"""
 
 
 def test_offline_blocks_keep_memory_flat_over_a_long_recording(asr_bundle, vad_path, speech_samples) -> None:
     # 10 minutes of near-silence (38 MB as one array), then the speech: only the utterances are held.
-    out = subprocess.run([sys.executable, "-c", _OFFLINE, str(asr_bundle.path), str(vad_path),
-                          str(speech_samples["beckett"]), "10"], capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-2000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = run_measured(_OFFLINE, asr_bundle.path, vad_path, speech_samples["beckett"], 10, timeout=900)
     assert "better" in r["texts"][-1].lower(), r
     assert r["growth_mb"] < 15, r  # measured 7 MB (the model's arena for the decodes)

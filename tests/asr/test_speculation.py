@@ -7,7 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from tests.asr_checks import assert_stable_never_shrinks
+from tests.asr_checks import assert_stable_never_shrinks, feed
+from tests.helpers.voices import joe_engine
 from voxcli.asr.batch import transcribe_audio
 from voxcli.asr.endpointer import FRAME, Endpointer, VADConfig
 from voxcli.asr.streamer import ASRStreamer
@@ -15,9 +16,7 @@ from voxcli.audio.files import read_audio
 from voxcli.audio.pcm import resample
 from voxcli.events import Caption, SpeculationEnd, SpeculativeFinal
 from voxcli.runtimes.moonshine import MoonshineASR
-from voxcli.runtimes.piper.voice import PiperVoice
 from voxcli.runtimes.silero_vad import SileroVAD
-from voxcli.tts.normalize import normalize_text
 
 SR = 16000
 QUESTIONS = ["What is the capital of France?", "How many legs does a spider have?",
@@ -36,21 +35,9 @@ class PromptSpy:
 
 
 @pytest.fixture(scope="module")
-def moonshine(asr_bundle) -> MoonshineASR:
-    return MoonshineASR.load(asr_bundle.path)
-
-
-@pytest.fixture(scope="module")
-def vad_path(vad_bundle):
-    return vad_bundle.file("silero_vad.onnx")
-
-
-@pytest.fixture(scope="module")
 def spoken(voice_bundle) -> dict[str, tuple[np.ndarray, int]]:
     """Each question as voxcli speaks it, 16 kHz, with its true last speech sample (before padding)."""
-    engine = PiperVoice.load(voice_bundle.file("en_US-joe-medium.onnx"), voice_bundle.file("en_US-joe-medium.onnx.json"),
-                             derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
-    engine.scales = np.array([0.0, engine.scales[1], 0.0], dtype=np.float32)  # noise scales 0: the same audio every run
+    engine = joe_engine(voice_bundle, deterministic=True)  # noise scales 0: the same audio every run
     out = {}
     for q in QUESTIONS:
         # Whole-utterance synthesis: streamed blocks fall where the producer's timing puts them, and the
@@ -76,20 +63,8 @@ def stream(model, vad_path, audio: np.ndarray, chunk_s: float = 0.1, **kw):
             seen.append((ev, s.stats.decodes))
 
     s.subscribe(on_event)
-
-    def read() -> None:
-        for cap in s.captions:
-            with lock:
-                seen.append((cap, s.stats.decodes))
-
-    reader = threading.Thread(target=read)
-    reader.start()
-    n = int(chunk_s * SR)
-    for i in range(0, audio.size, n):
-        s.send(audio[i : i + n])
-    text = s.finish()
-    reader.join(10)
-    assert_stable_never_shrinks([e for e, _ in seen if isinstance(e, Caption)], kw.get("agreement", 2))
+    text, caps, _ = feed(s, audio, chunk_s, on_caption=on_event)
+    assert_stable_never_shrinks(caps, kw.get("agreement", 2))
     return text, seen, s
 
 

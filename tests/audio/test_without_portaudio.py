@@ -1,42 +1,23 @@
 """A fresh machine without libportaudio2: device tests skip with a reason, commands fail with a clear error.
 
-PortAudio cannot be uninstalled for one test, so a `sitecustomize` in a
-subprocess makes `import sounddevice` raise the OSError sounddevice itself
-raises when the library is missing ("PortAudio library not found").
+The machine is simulated in subprocesses (`tests/helpers/no_portaudio.py`).
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.no_portaudio import env_without_portaudio
+
 ROOT = Path(__file__).resolve().parents[2]
-
-_SITECUSTOMIZE = '''
-import sys
-
-class _NoPortAudio:
-    """Every import of sounddevice fails the way it does without libportaudio2."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "sounddevice" or name.startswith("sounddevice."):
-            raise OSError("PortAudio library not found")
-        return None
-
-sys.meta_path.insert(0, _NoPortAudio())
-'''
 
 
 @pytest.fixture
 def no_portaudio_env(tmp_path: Path) -> dict[str, str]:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
-    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "NO_COLOR": "1"}
+    return env_without_portaudio(tmp_path / "site")
 
 
 def _run(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.helpers.no_portaudio import env_without_portaudio
 from tests.llm.chat_completions_server import ChatServer, Script, free_port
 from voxcli.cli.app import app
 
@@ -280,26 +281,9 @@ def test_the_microphone_is_devices_input(real_cache, isolated_env):
     assert "hint: chat from files instead: voxcli chat --input q.wav" in r.stderr
 
 
-_NO_PORTAUDIO = """
-import sys
-
-class _NoPortAudio:
-    def find_spec(self, name, path=None, target=None):
-        if name == "sounddevice" or name.startswith("sounddevice."):
-            raise OSError("PortAudio library not found")
-        return None
-
-sys.meta_path.insert(0, _NoPortAudio())
-"""
-
-
 def test_without_portaudio_the_hint_fits_chat(tmp_path, real_cache):
     """Before: chat loaded four models, then hinted speak's "use -o out.wav or --raw"."""
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(_NO_PORTAUDIO)
-    env = {**os.environ, "NO_COLOR": "1",
-           "PYTHONPATH": os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)}
+    env = env_without_portaudio(tmp_path / "site")
     url = f"http://127.0.0.1:{free_port()}/v1"
     t0 = time.monotonic()
     r = subprocess.run([sys.executable, "-m", "voxcli", "chat", "--llm-url", url, "--no-log"],

@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers.voices import joe_engine
 from tests.tts.test_normalize_table import CASES
 from voxcli.asr.batch import transcribe_audio
 from voxcli.audio.pcm import resample
 from voxcli.bench.wer import WER
-from voxcli.tts.normalize import normalize_text, strip_markup, strip_unspeakable
+from voxcli.tts.normalize import strip_markup, strip_unspeakable
 
 _BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_normalize.py"
 _spec = importlib.util.spec_from_file_location("bench_normalize", _BENCH)
@@ -34,13 +35,10 @@ SUBSET = ("It costs $3.50 today.", "Worth $5bn today.", "On 2026-12-01 we launch
 @pytest.fixture(scope="module")
 def models(voice_bundle, asr_bundle, vad_bundle):  # type: ignore[no-untyped-def]
     from voxcli.runtimes.moonshine import MoonshineASR
-    from voxcli.runtimes.piper.voice import PiperVoice
     from voxcli.runtimes.silero_vad import SileroVAD
     from voxcli.tts.streamer import Voice
 
-    engine = PiperVoice.load(voice_bundle.file("en_US-joe-medium.onnx"), voice_bundle.file("en_US-joe-medium.onnx.json"),
-                             derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
-    return Voice(engine, voice_bundle.name), MoonshineASR.load(asr_bundle.path), \
+    return Voice(joe_engine(voice_bundle), voice_bundle.name), MoonshineASR.load(asr_bundle.path), \
         SileroVAD.load(vad_bundle.file("silero_vad.onnx"))
 
 

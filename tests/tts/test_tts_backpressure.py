@@ -6,30 +6,18 @@ synthesized is kept under `StreamerConfig.max_pending_chars`.
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 import threading
 
 import pytest
 
+from tests.helpers.rss import run_measured
+
 from voxcli.tts.chunker import chunk_text
-from voxcli.tts.normalize import normalize_text, speakable
+from voxcli.tts.normalize import speakable
 from voxcli.tts.streamer import StreamerConfig, TTSStreamer, Voice
 
 PARAGRAPH = ("The quick brown fox jumps over the lazy dog. Dr. Smith paid $3.50 at 10:30 for coffee. "
              "Streaming speech starts before the whole answer is written! ")
-
-
-@pytest.fixture(scope="module")
-def voice(voice_bundle) -> Voice:  # type: ignore[no-untyped-def]
-    from voxcli.runtimes.piper.voice import PiperVoice
-
-    onnx = voice_bundle.file("en_US-joe-medium.onnx")
-    engine = PiperVoice.load(onnx, voice_bundle.file("en_US-joe-medium.onnx.json"),
-                             derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
-    return Voice(engine, voice_bundle.name)
 
 
 def test_blocking_send_stays_under_the_budget_and_speaks_everything(voice: Voice) -> None:
@@ -73,20 +61,13 @@ def test_one_big_send_to_a_fresh_streamer_never_waits(voice: Voice) -> None:
     s.close()
 
 
-_FLOOD = textwrap.dedent("""
+_FLOOD = """
+    # Run by run_measured (tests/helpers/rss.py), which defines hwm_mb().
     import json, sys, threading, time
     from pathlib import Path
     from voxcli.runtimes.piper.voice import PiperVoice
     from voxcli.tts.normalize import normalize_text
     from voxcli.tts.streamer import TTSStreamer, Voice
-
-    def hwm_mb(reset=False):
-        if reset:  # peak RSS := current RSS (else the model load's transient peak hides growth)
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-        for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
 
     engine = PiperVoice.load(Path(sys.argv[1]), Path(sys.argv[2]), derived_dir=Path(sys.argv[3]), normalizer=normalize_text)
     voice = Voice(engine)
@@ -119,15 +100,13 @@ _FLOOD = textwrap.dedent("""
     sender.join(5)
     print(json.dumps({"sent": taken, "pending": pending, "blocked": blocked, "growth_mb": growth,
                       "chunks": chunks, "released": not sender.is_alive()}))
-""")
+"""
 
 
 def test_five_megabytes_of_text_keep_memory_flat(voice_bundle) -> None:
     onnx = voice_bundle.file("en_US-joe-medium.onnx")
-    out = subprocess.run([sys.executable, "-c", _FLOOD, str(onnx), str(voice_bundle.file("en_US-joe-medium.onnx.json")),
-                          str(voice_bundle.derived_dir)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = run_measured(_FLOOD, onnx, voice_bundle.file("en_US-joe-medium.onnx.json"), voice_bundle.derived_dir,
+                     timeout=300)
     assert r["chunks"] > 0 and r["blocked"] and r["released"], r
     assert r["sent"] < 16384 + 2 * 4096 + 4096, r  # the sender waits for the voice
     assert r["pending"] < 16384 + 4096 + 200, r

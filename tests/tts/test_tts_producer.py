@@ -13,9 +13,9 @@ from typing import Any, Iterator
 import numpy as np
 import pytest
 
+from tests.helpers.voices import joe_engine
 from voxcli.events import AudioChunk
 from voxcli.tts.chunker import ChunkerConfig
-from voxcli.tts.normalize import normalize_text
 from voxcli.tts.streamer import StreamerConfig, TTSStreamer, Voice
 
 SENTENCES = [f"This is sentence number {w}, and it has a few more words in it." for w in
@@ -30,11 +30,7 @@ def config(**kw: int) -> StreamerConfig:
 
 @pytest.fixture(scope="module")
 def engine(voice_bundle) -> Any:  # type: ignore[no-untyped-def]
-    from voxcli.runtimes.piper.voice import PiperVoice
-
-    onnx = voice_bundle.file("en_US-joe-medium.onnx")
-    return PiperVoice.load(onnx, voice_bundle.file("en_US-joe-medium.onnx.json"),
-                           derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
+    return joe_engine(voice_bundle)
 
 
 class Recording:

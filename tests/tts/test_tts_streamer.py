@@ -14,22 +14,11 @@ import pytest
 
 from voxcli.tts.blocks import BlockScheduler
 from voxcli.tts.chunker import ChunkerConfig
-from voxcli.tts.normalize import normalize_text
 from voxcli.tts.streamer import StreamerConfig, TTSStreamer, Voice
 from voxcli.events import AudioChunk
 
 PARAGRAPH = ("The quick brown fox jumps over the lazy dog. Dr. Smith paid $3.50 at 10:30 for coffee. "
              "Streaming speech starts before the whole answer is written!")
-
-
-@pytest.fixture(scope="session")
-def voice(voice_bundle) -> Voice:  # type: ignore[no-untyped-def]
-    from voxcli.runtimes.piper.voice import PiperVoice
-
-    onnx = voice_bundle.file("en_US-joe-medium.onnx")
-    engine = PiperVoice.load(onnx, voice_bundle.file("en_US-joe-medium.onnx.json"), derived_dir=voice_bundle.derived_dir,
-                             normalizer=normalize_text)
-    return Voice(engine, voice_bundle.name)
 
 
 def collect(streamer: TTSStreamer) -> list[AudioChunk]:
