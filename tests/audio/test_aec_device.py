@@ -52,6 +52,9 @@ def reply(voice_bundle) -> tuple[np.ndarray, int]:
     return (engine.synthesize(REPLY) * 0.7).astype(np.float32), engine.sample_rate
 
 
+# A real-time path through a sound server on a shared CPU: a starved PulseAudio drops or repeats
+# blocks, which is not what this measures.
+@pytest.mark.flaky(reruns=2, reason="real-time play through PulseAudio on a shared CPU")
 def test_the_played_reply_is_cancelled_on_the_monitor(echo_sink: str, reply) -> None:
     from voxcli.audio.devices import MicCapture, Player
 
@@ -83,7 +86,7 @@ def test_the_played_reply_is_cancelled_on_the_monitor(echo_sink: str, reply) -> 
     print(f"ERLE on the null-sink monitor after 2 s: {erle:.1f} dB (per second: {per_s}); reanchors: capture "
           f"{canceller.reanchors}, reference {ref.reanchors}; frames without reference "
           f"{canceller.frames_without_reference}")
-    assert erle >= 20.0  # measured 26-52 dB per second on a contended machine
+    assert erle >= 20.0, f"ERLE {erle:.1f} dB"  # measured 26-52 dB per second on a contended machine
     # The stamps measured the device path: the echo follows the reference read at its capture stamp by
     # little (it is a perfect digital path; only what the stamps miss of PulseAudio's buffering is left).
     lag = _lag_ms(raw, stamps, ref)
