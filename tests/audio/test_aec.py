@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import BECKETT_TEXT
+from tests.helpers.voices import joe_engine
 from voxcli.audio import aec
 from voxcli.audio.aec import AECConfig, EchoCanceller
 from voxcli.audio.aec_ref import ReferenceTimeline, capture_time, playback_time
@@ -18,8 +19,6 @@ from voxcli.audio.files import read_audio
 from voxcli.audio.pcm import resample
 from voxcli.bench.wer import word_errors
 from voxcli.runtimes.moonshine import MoonshineASR
-from voxcli.runtimes.piper.voice import PiperVoice
-from voxcli.tts.normalize import normalize_text
 
 SR = 16000
 REPLY = ("Sure. The weather tomorrow looks bright, with a gentle breeze from the west and a high of twenty two "
@@ -33,9 +32,7 @@ pytestmark = pytest.mark.skipif(aec.unavailable() is not None, reason=str(aec.un
 @pytest.fixture(scope="module")
 def reply(voice_bundle) -> tuple[np.ndarray, int]:
     """The assistant's reply as voxcli speaks it (whole synthesis, noise scales 0), at the voice's rate."""
-    engine = PiperVoice.load(voice_bundle.file("en_US-joe-medium.onnx"), voice_bundle.file("en_US-joe-medium.onnx.json"),
-                             derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
-    engine.scales = np.array([0.0, engine.scales[1], 0.0], dtype=np.float32)
+    engine = joe_engine(voice_bundle, deterministic=True)
     return (engine.synthesize(REPLY) * 0.7).astype(np.float32), engine.sample_rate
 
 

@@ -15,12 +15,12 @@ from typing import Iterator
 import numpy as np
 import pytest
 
+from tests.helpers.voices import joe_engine
+
 from voxcli.audio import aec
 from voxcli.audio.aec import EchoCanceller
 from voxcli.audio.aec_ref import ReferenceTimeline
 from voxcli.audio.aec_room import erle_db, rms
-from voxcli.runtimes.piper.voice import PiperVoice
-from voxcli.tts.normalize import normalize_text
 
 SR = 16000
 REPLY = ("Sure. The weather tomorrow looks bright, with a gentle breeze from the west and a high of twenty two "
@@ -46,9 +46,7 @@ def echo_sink(null_sink: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def reply(voice_bundle) -> tuple[np.ndarray, int]:
-    engine = PiperVoice.load(voice_bundle.file("en_US-joe-medium.onnx"), voice_bundle.file("en_US-joe-medium.onnx.json"),
-                             derived_dir=voice_bundle.derived_dir, normalizer=normalize_text)
-    engine.scales = np.array([0.0, engine.scales[1], 0.0], dtype=np.float32)
+    engine = joe_engine(voice_bundle, deterministic=True)
     return (engine.synthesize(REPLY) * 0.7).astype(np.float32), engine.sample_rate
 
 
