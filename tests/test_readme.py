@@ -25,7 +25,9 @@ def test_library_example_runs_and_hears_itself(tmp_path: Path, real_cache: Path)
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith("TTFA ") and ", RTF " in lines[0]
     transcript = " ".join(lines[1:]).lower()  # finish() gives one line per utterance
-    # Heard back: the example's point is that it runs; ASR accuracy is measured elsewhere. (Unpaced input
-    # sometimes commits "below there" early and forces it into the final decode: issue 13's prefix item.)
-    assert "there" in transcript and "pieces" in transcript and "language model" in transcript
+    # Heard back: the example's point is that it runs; ASR accuracy is measured elsewhere. The voice's
+    # noise makes every run a different rendition, and Moonshine tiny sometimes hears one word wrong
+    # ("below there", and once in CI "arrives and kisses"): most of the words, not a chosen few.
+    words = ("hello", "there", "sentence", "arrives", "pieces", "language", "model")
+    assert sum(w in transcript for w in words) >= 5, transcript
     assert (tmp_path / "hello.wav").stat().st_size > 44

@@ -45,8 +45,7 @@ List known and installed models: kind, size, licence, status.
   voxcli models
   voxcli models --json | jq '.[] | select(.status != "missing") | .name'
   voxcli models --path piper-joe-medium          print the model's directory
-  voxcli models --info whisper-base              the model card: languages, size,
-                                                 licence, dev-set WER, RTF, timestamps
+  voxcli models --info whisper-base              the model card (size, licence, WER, RTF)
   voxcli models --kind asr --json | jq '.[] | {name, wer: .card.wer}'
 """
 
