@@ -252,8 +252,10 @@ def check_asr_tier(measure: bool = False) -> CheckResult:
     """Which installed recognizers keep real time here (cached figures; `measure` streams speech through each)."""
     from voxcli.asr.live_tier import report
     from voxcli.config import resolve
+    from voxcli.hub.catalog import default_model
 
-    r = report(measure=measure, configured=str(resolve("asr.model")))
+    # Unset means the default model, the one most users run live: it must be judged too.
+    r = report(measure=measure, configured=resolve("asr.model") or default_model("asr").name)
     return CheckResult("asr-tier", r.status, r.summary, r.fix, r.details)
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.whisper.conftest import installed
@@ -83,3 +84,11 @@ def test_doctor_measure_flag_measures_and_caches(real_cache, monkeypatch):
     (row,) = r["details"]["models"]
     assert row["measured_now"] and row["worker_rtf"] > 0 and live_tier.cache_path().exists()
     assert not doctor_tier()["details"]["models"][0]["measured_now"]
+
+
+@pytest.mark.parametrize("content", ["[]", "null", '{"measurements": []}',
+                                     '{"measurements": {"k": {"model": "m", "worker_rtf": "fast"}}}'])
+def test_a_cache_file_that_is_not_ours_is_measured_again_not_a_crash(real_cache, content):
+    live_tier.cache_path().parent.mkdir(parents=True, exist_ok=True)
+    live_tier.cache_path().write_text(content)
+    assert live_tier.load_cached() == {}

@@ -94,8 +94,9 @@ def load_cached() -> dict[str, Measurement]:
     """Cached measurements by key ({} when none or unreadable: they are measured again)."""
     try:
         raw = json.loads(cache_path().read_text(encoding="utf-8"))
-        return {k: Measurement(**v) for k, v in raw.get("measurements", {}).items()}
-    except (OSError, ValueError, TypeError):
+        return {k: Measurement(**{**v, "worker_rtf": float(v["worker_rtf"])})
+                for k, v in raw.get("measurements", {}).items()}
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):  # a file that is not ours: measure again
         return {}
 
 

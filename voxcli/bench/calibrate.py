@@ -68,6 +68,7 @@ def _view(engine: Any, **knobs: int) -> Any:
 
 
 def _decode(engine: Any, p: Any, size: int) -> np.ndarray:
+    p.z = None  # the flow's output is cached on the sentence (`PiperVoice.latent`): run it again, as speak does
     return np.concatenate([np.asarray(b, np.float32).reshape(-1) for b in engine.blocks(p, lambda k: size)])
 
 
@@ -91,6 +92,7 @@ def measure_costs(engine: Any, p: Any, reps: int) -> dict[int, float]:
             break
         times: list[float] = []
         for _ in range(reps):
+            p.z = None  # time the flow too: a cached latent would leave it out of every block's cost
             it = engine.blocks(p, lambda k: size)
             next(it, None)
             while True:

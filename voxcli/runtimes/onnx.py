@@ -16,6 +16,7 @@ start, and it gives the same graph every time.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -129,6 +130,7 @@ def cache_dir_for(model: Path) -> Path | None:
     return cache_dir() / "derived" / SHARED_DIR
 
 
+@functools.lru_cache(maxsize=1)
 def _cpu_tag() -> str:
     # Optimized graphs may use layouts for this CPU's vector width (NCHWc): key them by its features.
     import platform

@@ -21,8 +21,8 @@ from typing import Final, Sequence
 
 from voxcli.events import Word
 from voxcli.tts import abbreviations
+from voxcli.tts.chunker import SENTENCE_END
 
-_SENTENCE_END: Final = frozenset(".!?…")
 _CLOSERS: Final = "\"')]}»”’"
 
 
@@ -81,7 +81,7 @@ def _breaks(group: list[list[Word]], run: list[Word], text: str, max_chars: int,
 def _ends_sentence(text: str, a: int, b: int) -> bool:
     """The written span ends a sentence: "8:15." and "why?" do, "Dr. Smith" does not (the shared table)."""
     written = text[a:b].rstrip(_CLOSERS)
-    if written[-1:] not in _SENTENCE_END:
+    if written[-1:] not in SENTENCE_END:
         return False
     token = written.split()[-1] if written.split() else ""
     if written.endswith(".") and (abbr := abbreviations.find(token[:-1].lstrip(_CLOSERS + "(["), text[b:].lstrip())):

@@ -155,7 +155,9 @@ def sentence_spans(p: Any, engine: Any, words: list[tuple[str, int, int]]) -> li
     if not groups:
         return [WordSpan(_bare(w), a, b, 0.0, 0.0) for w, a, b in words]
     glens = [len(g) for g in groups]
-    wlens = [_phoneme_count(engine, w) for w, _, _ in words]
+    # Phoneme counts of the words alone (espeak per word) matter only when words and groups do not
+    # pair one to one; with one word per group its share is the whole group whatever its count.
+    wlens = [_phoneme_count(engine, w) for w, _, _ in words] if len(words) != len(glens) else [1] * len(words)
     out = []
     for (w0, w1), (g0, g1) in _pair(wlens, glens):
         phones = [ph for g in groups[g0:g1] for ph in g]
