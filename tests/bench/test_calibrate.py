@@ -127,3 +127,6 @@ def test_a_broken_profile_is_a_warning_by_default_and_an_error_when_named(real_c
     (isolated_env / "config.toml").write_text(f'[tts]\nprofile = "{path}"\n')
     r = CliRunner().invoke(app, ["speak", "Hi there.", "-o", str(tmp_path / "b.wav")], catch_exceptions=False)
     assert r.exit_code == 2 and "not a usable TTS profile" in r.stderr
+    # doctor tells the same story as speak: a named broken profile fails, it is not "built-in knobs"
+    status, summary, fix, _ = describe("piper-joe-medium", str(path))
+    assert status == "fail" and "speak stops" in summary and fix and "config unset tts.profile" in fix

@@ -111,8 +111,7 @@ def save(measurements: dict[str, Measurement]) -> None:
 
 def speech() -> Any:
     """About 12 s of 16 kHz speech from the default voice (it ships in a package, so it is always here)."""
-    import soxr
-
+    from voxcli.audio.pcm import resample
     from voxcli.hub.resolve import resolve_model
     from voxcli.runtimes.piper.voice import PiperVoice
 
@@ -120,7 +119,7 @@ def speech() -> Any:
     onnx = bundle.find(".onnx")[0]
     voice = PiperVoice.load(onnx, derived_dir=bundle.derived_dir)
     audio = voice.synthesize(SCRIPT)
-    return soxr.resample(audio, voice.sample_rate, 16000).astype("float32")
+    return resample(audio, voice.sample_rate, 16000)
 
 
 def measure_model(bundle: Any, audio: Any, *, step_ms: int | None = None) -> Measurement:

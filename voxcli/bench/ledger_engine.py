@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from voxcli.bench.ledger import TurnBudget, total_ms
+from voxcli.bench.metrics import percentile
 
 ENDPOINT_MODES: Final = ("vad", "semantic")
 SAMPLE_TURNS: Final = (
@@ -91,8 +92,7 @@ class EnginePrediction:
 
     @property
     def p95_ms(self) -> float:
-        xs = sorted(t.first_audio_ms for t in self.turns)
-        return float(xs[min(len(xs) - 1, int(round(0.95 * (len(xs) - 1))))])
+        return _q(tuple(t.first_audio_ms for t in self.turns), 95)
 
     def explain(self) -> list[str]:
         m, t = self.model, self.turns
@@ -121,8 +121,8 @@ class EnginePrediction:
 
 
 def _q(xs: tuple[float, ...], pct: float) -> float:
-    s = sorted(xs)
-    return float(s[min(len(s) - 1, int(round(pct / 100 * (len(s) - 1))))]) if s else 0.0
+    """The percentile every voxcli report uses (`bench.metrics.percentile`); 0 for no values."""
+    return percentile(xs, pct) if xs else 0.0
 
 
 def _vad_turn(b: TurnBudget, preemptive: bool) -> TurnPath:

@@ -208,6 +208,9 @@ def describe(voice: str, setting: str | None) -> tuple[str, str, str | None, dic
     try:
         p = active_profile(voice, setting)
     except ProfileError as e:
+        if setting:  # a file the user named: speak refuses to run (cli/tts_knobs.active_profile)
+            return ("fail", f"{e}; speak stops with this error",
+                    "voxcli bench ttfa --calibrate, or voxcli config unset tts.profile", {})
         return "warn", f"{e}; speak uses the built-in knobs", "voxcli bench ttfa --calibrate", {}
     if p is None:
         why = "tts.profile = none" if setting else f"none calibrated for {voice}"
