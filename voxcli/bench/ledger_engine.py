@@ -29,8 +29,8 @@ from typing import Any, Final
 
 from voxcli.bench.ledger import TurnBudget, total_ms
 from voxcli.bench.metrics import percentile
+from voxcli.chat.turn_gate import ENDPOINT_MODES
 
-ENDPOINT_MODES: Final = ("vad", "semantic")
 SAMPLE_TURNS: Final = (
     "What is the capital of France?", "How many legs does a spider have?", "What colour is the sky on a clear day?",
     "Name a fruit that is yellow.", "What is two plus two?", "Which planet is closest to the sun?",

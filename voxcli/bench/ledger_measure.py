@@ -20,7 +20,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from voxcli.errors import VoxError
+from voxcli.chat.models import HOLD_FROM
+from voxcli.chat.turn_gate import ENDPOINT_MODES
+from voxcli.errors import UsageError, VoxError
 
 Note = Callable[[str], None]
 
@@ -73,8 +75,8 @@ def measure_asr(knobs: Any, offline: bool | None = None) -> dict[str, Measuremen
     from voxcli.bench.ledger_overlap import measure_overlap
 
     o = measure_overlap(hold_ms=knobs.endpoint_ms, agreement=knobs.agreement, step_ms=int(knobs.chunk_ms),
-                        offline=offline, streamer_options={"hold_from": chat_hold_from(),
-                                                           "tail_from_speech": chat_hold_from() == "speech"})
+                        offline=offline, streamer_options={"hold_from": HOLD_FROM,
+                                                           "tail_from_speech": HOLD_FROM == "speech"})
     data = o.to_dict()
     how = (f"{len(o.runs)} real-time runs of the streamer, hold {o.hold_ms:.0f} ms, "
            + ("speculative final decode" if o.speculative else "final decode after the endpoint"))
@@ -183,23 +185,14 @@ def measure_terms(cfg: Any, knobs: Any, knob_sources: dict[str, str], on_note: N
     return out
 
 
-def chat_hold_from() -> str:
-    """Where chat's streamer counts its hold from (`open_chat_models`' default): the ledger measures that."""
-    if importlib.util.find_spec("voxcli.chat.models") is None:
-        return "vad"
-    from voxcli.chat.models import open_chat_models
-
-    return str((open_chat_models.__kwdefaults__ or {}).get("hold_from", "vad"))
-
-
 def endpoint_mode(cfg: Any, flag: str | None = None) -> tuple[str, str]:
     """chat's end of turn in force (`asr.endpoint`: vad | semantic) and where that came from."""
     from voxcli import config as C
 
-    if "asr.endpoint" not in C.config_keys():
-        return "vad", "engine default"
-    v = C.resolve("asr.endpoint", flag, config=cfg)
-    return str(v or "vad"), "flag" if flag else cfg.sources.get("asr.endpoint", "engine default")
+    v = str(C.resolve("asr.endpoint", flag, config=cfg) or "vad")
+    if v not in ENDPOINT_MODES:  # as chat refuses it
+        raise UsageError(f"asr.endpoint must be one of {', '.join(ENDPOINT_MODES)}, not {v!r}")
+    return v, "flag" if flag else cfg.sources.get("asr.endpoint", "engine default")
 
 
 def _turn_users(last: int) -> list[str]:

@@ -69,6 +69,10 @@ class ChatModels:
     """`voxcli.chat.turn_detector.TurnDetector` with `endpoint="semantic"`, else None (VAD hold only)."""
 
 
+HOLD_FROM: Final = "speech"
+"""Where chat's streamer counts the endpoint hold from: the last speech sample (`ASRStreamer.hold_from`)."""
+
+
 def open_chat_models(
     *,
     url: str | None = None,
@@ -77,7 +81,7 @@ def open_chat_models(
     asr_model: str | None = None,
     endpoint_ms: float = DEFAULT_ENDPOINT_MS,
     endpoint: str = "vad",
-    hold_from: str = "speech",
+    hold_from: str = HOLD_FROM,
     offline: bool | None = None,
     budget: ThreadBudget | None = None,
     **llm_options: Any,
