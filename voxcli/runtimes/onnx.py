@@ -160,13 +160,10 @@ def glob_escape(name: str) -> str:
 
 
 def _sha256(paths: list[Path]) -> str:
-    h = hashlib.sha256()
-    for path in paths:
-        h.update(path.name.encode() + b"\0")
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-    return h.hexdigest()
+    """One digest over the files' names and contents (each hashed by the hub's `sha256_file`)."""
+    from voxcli.hub.verify import sha256_file
+
+    return hashlib.sha256("".join(f"{p.name}\0{sha256_file(p)}\n" for p in paths).encode()).hexdigest()
 
 
 def source_digest(model: Path, directory: Path) -> str:
