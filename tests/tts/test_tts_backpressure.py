@@ -115,5 +115,5 @@ def test_five_megabytes_of_text_keep_memory_flat(voice_bundle) -> None:
     # The text in flight is bounded by the asserts above (the sender blocks at the budget): that is the
     # check. The process peak over 5 s after 3 s of the flood moves with onnxruntime's arenas alone:
     # 1.1-6.5 MB measured with the three-part split (6.5 on a clean clone's first run). This bound only
-    # catches gross growth (the 5 MB of text, held in Python objects, would be several times it).
+    # catches gross growth; the queue without its budget grew 5 MB in 5 s (measured before the budget).
     assert r["growth_mb"] < 12.0, r
