@@ -101,6 +101,39 @@ def test_a_pool_worker_killed_mid_batch_loses_nothing(tmp_path: Path, speech_sam
     assert _files(tmp_path / "out") == _files(ref)
 
 
+def test_a_pool_found_broken_at_submit_is_replaced(tmp_path: Path, speech_samples, real_cache):
+    """The race a clean-clone CI run hit: a worker dies after the driver's last wait and the
+    executor notices before the next submit, so `submit` itself raises BrokenProcessPool.
+    Here the pool is broken on purpose before the batch starts; every file still completes."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tests.corpus.conftest import make_tree
+    from voxcli.corpus.backends import PoolBackend
+    from voxcli.corpus.inputs import expand
+    from voxcli.corpus.work import Task, WorkerSpec
+
+    tree = make_tree(tmp_path / "in", speech_samples)
+    backend = PoolBackend(WorkerSpec("asr"), 2)
+    try:
+        backend._pool.submit(os.getpid).result(timeout=120)  # the workers exist
+        os.kill(backend.pids()[0], 9)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the executor has noticed the death
+            try:
+                backend._pool.submit(os.getpid).result(timeout=5)
+            except BrokenProcessPool:
+                break
+            time.sleep(0.05)
+        with pytest.raises(BrokenProcessPool):
+            backend._pool.submit(os.getpid)
+        tasks = [Task(s.rel.as_posix(), str(s.path), s.path.suffix) for s in expand([str(tree)])]
+        outs = list(backend.map(tasks))
+    finally:
+        backend.close()
+    assert sorted(o.key for o in outs) == sorted(t.key for t in tasks) and len(outs) == 2
+    assert all(o.ok for o in outs), [o.error for o in outs]
+
+
 def test_library_without_out_dir_yields_transcripts(speech_samples, real_cache):
     (r,) = voxcli.transcribe_many([str(speech_samples["beckett"])], jobs=1)
     assert r.status == "done" and r.output is None

@@ -82,7 +82,17 @@ class PoolBackend:
                 if t is None:
                     exhausted = True
                     break
-                pending[self._pool.submit(run, self.spec, t)] = (t, self._pool)
+                try:
+                    pending[self._pool.submit(run, self.spec, t)] = (t, self._pool)
+                except BrokenProcessPool:
+                    # A worker died after the last wait and the executor noticed before this
+                    # submit: the pool is replaced and the task counts a try like those in
+                    # flight (which bounds the loop if every new pool breaks at once).
+                    out = self._broken(t, self._pool, tries)
+                    if out is None:
+                        retry.append(t)
+                    else:
+                        yield out
             if not pending:
                 continue
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -100,17 +110,20 @@ class PoolBackend:
         try:
             return fut.result()
         except BrokenProcessPool:
-            # A worker died (OOM killer, a crash in native code, a kill): the executor is
-            # broken for every task in flight, so it is replaced and they are retried,
-            # up to MAX_RETRIES each (a file that kills its worker every time then fails).
-            if pool is self._pool:
-                pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = self._start()
-            tries[task.key] = tries.get(task.key, 0) + 1
-            if tries[task.key] <= MAX_RETRIES:
-                return None
-            return Outcome(task.key, False, error="the worker process died on this file, "
-                                                  f"{MAX_RETRIES + 1} times")
+            return self._broken(task, pool, tries)
+
+    def _broken(self, task: Task, pool: ProcessPoolExecutor, tries: dict[str, int]) -> Outcome | None:
+        """A worker died (OOM killer, a crash in native code, a kill): the executor is broken
+        for every task in flight, so it is replaced (once) and they are retried, up to
+        MAX_RETRIES each (a file that kills its worker every time then fails)."""
+        if pool is self._pool:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = self._start()
+        tries[task.key] = tries.get(task.key, 0) + 1
+        if tries[task.key] <= MAX_RETRIES:
+            return None
+        return Outcome(task.key, False, error="the worker process died on this file, "
+                                              f"{MAX_RETRIES + 1} times")
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
