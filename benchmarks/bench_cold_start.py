@@ -12,7 +12,13 @@ is filled by one discarded run first unless --no-warm-cache (then the first
 voxcli run pays for building it, as a first-ever `speak` does).
 
 The machine these helpers run on is shared: trust the ratio, not the
-milliseconds.
+milliseconds; the load average (`uptime`) is printed before and after.
+
+Bytecode: both CLIs run with `PYTHONPYCACHEPREFIX` set to one temp dir (and
+PYTHONDONTWRITEBYTECODE unset), so both start from cached bytecode as an
+installed package does; an environment that forbids bytecode otherwise makes
+voxcli (an editable checkout here) compile ~300 modules on every start while
+piper's wheel has its .pyc (`--as-is` keeps the environment as it is).
 """
 from __future__ import annotations
 
@@ -37,6 +43,8 @@ def voice_path() -> Path:
     return next(iter(bundle.find(".onnx")))
 
 
+BASE_ENV: dict[str, str] = dict(os.environ)
+"""The environment both CLIs run in (see "Bytecode" above; set by `main`)."""
 CPU_S: dict[str, list[float]] = {}
 """Whole-process CPU seconds per run and CLI (less sensitive to other load than wall time)."""
 
@@ -46,8 +54,7 @@ def first_byte_ms(cmd: list[str], stdin_text: str | None, env: dict[str, str] | 
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env={**os.environ, **env} if env else None)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**BASE_ENV, **env})
     assert proc.stdout is not None
     if stdin_text is not None:
         assert proc.stdin is not None
@@ -63,7 +70,8 @@ def first_byte_ms(cmd: list[str], stdin_text: str | None, env: dict[str, str] | 
     return ms
 
 
-def commands(text: str, module: bool, baseline: bool) -> dict[str, tuple[list[str], str | None, dict[str, str]]]:
+def commands(text: str, module: bool, baseline: bool,
+             other: Path | None = None) -> dict[str, tuple[list[str], str | None, dict[str, str]]]:
     """name -> (argv, stdin text, extra environment) for each CLI."""
     model = str(voice_path())
     vox = [sys.executable, "-m", "voxcli"] if module or not shutil.which("voxcli") else [shutil.which("voxcli") or ""]
@@ -74,7 +82,15 @@ def commands(text: str, module: bool, baseline: bool) -> dict[str, tuple[list[st
     }
     if baseline:  # voxcli as before the optimized-graph cache: every graph optimized in memory
         arms["vox-nocache"] = ([*vox, "speak", text, "--raw", "--quiet"], None, {"VOXCLI_NO_GRAPH_CACHE": "1"})
+    if other is not None:  # another checkout (e.g. `git archive HEAD | tar -x -C DIR`): before/after in one run
+        arms["vox-other"] = ([sys.executable, "-m", "voxcli", "speak", text, "--raw", "--quiet"], None,
+                             {"PYTHONPATH": str(other)})
     return arms
+
+
+def _load() -> str:
+    """1/5/15-minute load averages, as `uptime` prints them."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def pct(values: list[float], q: float) -> float:
@@ -90,8 +106,16 @@ def main() -> None:
     ap.add_argument("--no-warm-cache", action="store_true", help="do not fill voxcli's derived cache first")
     ap.add_argument("--baseline", action="store_true",
                     help="also run voxcli with VOXCLI_NO_GRAPH_CACHE=1 (optimizing in memory, as before)")
+    ap.add_argument("--as-is", action="store_true", help="keep the bytecode settings of the environment")
+    ap.add_argument("--other", type=Path, default=None, help="also run `python -m voxcli` from this source tree")
     args = ap.parse_args()
-    cmds = commands(args.text, args.module, args.baseline)
+    if not args.as_is:
+        import tempfile
+
+        BASE_ENV.pop("PYTHONDONTWRITEBYTECODE", None)
+        BASE_ENV["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), "voxcli-bench-pycache")
+    load_before = _load()
+    cmds = commands(args.text, args.module, args.baseline, args.other)
     if not args.no_warm_cache:
         for arm in cmds.values():
             first_byte_ms(*arm)  # derived cache filled, files in the page cache for all
@@ -101,7 +125,8 @@ def main() -> None:
         for name in order:
             times[name].append(first_byte_ms(*cmds[name]))
         print(f"run {i + 1}/{args.runs}: " + "  ".join(f"{n} {times[n][-1]:6.0f} ms" for n in cmds), flush=True)
-    print(f"\ntext: {args.text!r}, {args.runs} interleaved runs (shared machine: compare the ratio)")
+    print(f"\ntext: {args.text!r}, {args.runs} interleaved runs (shared machine: compare the ratio); "
+          f"load average before {load_before}, after {_load()}")
     for name, ms in times.items():
         argv, _stdin, env = cmds[name]
         cpu = statistics.median(CPU_S[" ".join(argv) + repr(env)][-len(ms):])

@@ -19,6 +19,8 @@ ru_maxrss (includes the one-time graph build if the cache was cold).
 CPU ms/token = process CPU time per decoded token (all threads), best run:
 unlike wall time it hardly moves when other processes share the cores, so
 it is the number to compare engines on a busy machine.
+release_free_memory = the glibc malloc_trim every generation ends with (issue 18,
+`voxcli.runtimes.onnx`), ms per reply, median: its whole speed cost.
 """
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def _prompt_ids(encode) -> list[int]:
 def _run_onnx(args, precision: str) -> dict:
     import numpy as np
 
+    from voxcli.runtimes.onnx import release_free_memory
     from voxcli.runtimes.smollm.local import LocalLLM, LocalLLMConfig
 
     t = time.perf_counter()
@@ -68,7 +71,7 @@ def _run_onnx(args, precision: str) -> dict:
     load_s = time.perf_counter() - t
     ids = _prompt_ids(llm.tokenizer.encode)
     assert len(ids) == PROMPT_TOKENS
-    ttfts, rates, cpu = [], [], []
+    ttfts, rates, cpu, releases = [], [], [], []
     for _ in range(args.runs + 1):  # first run warms up (allocations, thread pool)
         cache = llm._new_cache(len(ids) + DECODE_TOKENS)  # what LocalLLM.stream does, minus text decoding
         t0 = time.perf_counter()
@@ -80,11 +83,16 @@ def _run_onnx(args, precision: str) -> dict:
         ttfts.append(t1 - t0)
         rates.append((DECODE_TOKENS - 1) / (t2 - t1))
         cpu.append((c2 - c1) / (DECODE_TOKENS - 1))
-    ttfts, rates, cpu = ttfts[1:], rates[1:], cpu[1:]
+        del cache
+        t3 = time.perf_counter()
+        release_free_memory()  # what every generation does at its end (issue 18): its cost per reply
+        releases.append(time.perf_counter() - t3)
+    ttfts, rates, cpu, releases = ttfts[1:], rates[1:], cpu[1:], releases[1:]
     return {
         "engine": precision, "load_s": load_s, "ttft_ms": 1000 * statistics.median(ttfts),
         "ttft_ms_min": 1000 * min(ttfts), "decode_tok_s": statistics.median(rates),
         "decode_tok_s_max": max(rates), "decode_cpu_ms": 1000 * min(cpu), "rss_mb": _rss_mb(),
+        "release_ms": 1000 * statistics.median(releases),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
     }
 
@@ -161,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         cpu = f"{r['decode_cpu_ms']:10.1f}" if "decode_cpu_ms" in r else f"{'-':>10}"
         print(f"{r['engine']:8} {r['ttft_ms']:11.0f} / {r['ttft_ms_min']:5.0f} {r['decode_tok_s']:15.1f} / "
-              f"{r['decode_tok_s_max']:6.1f} {cpu} {r['rss_mb']:7.0f} {r['peak_rss_mb']:8.0f} {r['load_s']:7.2f}",
+              f"{r['decode_tok_s_max']:6.1f} {cpu} {r['rss_mb']:7.0f} {r['peak_rss_mb']:8.0f} {r['load_s']:7.2f}"
+              + (f"   release_free_memory {r['release_ms']:.2f} ms/reply" if "release_ms" in r else ""),
               file=sys.stderr)
     print("targets: TTFT <= 250 ms, decode >= 25 tok/s, RSS <= 400 MB (2 cores)", file=sys.stderr)
     for r in results:

@@ -49,6 +49,8 @@ import numpy as np
 PATHS = ("transcribe-file", "transcribe-stdin", "speak", "chat")
 GOAL_MB = 50.0
 """Issue 18: peak RSS at any length within this of the shortest (1-minute) run."""
+RSS_LOG_S = 60.0
+"""`--rss-log` interval: one line per minute shows where a long run grows (the peak alone does not)."""
 WARMUP_MIN = 0.1
 """Unmeasured first run per path (6 s of input): builds and hashes any derived model cache."""
 VOICE_RATE = 22050
@@ -159,10 +161,10 @@ class Measurement:
     """Peak RSS minus the shortest run's of the same path (filled in by `judge`)."""
 
 
-def _hwm_kb(pid: int) -> int:
+def _status_kb(pid: int, key: str = "VmHWM:") -> int:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(key):
                 return int(line.split()[1])
     except (OSError, ValueError):
         pass
@@ -186,13 +188,15 @@ class RunResult:
 
 def run_measured(argv: list[str], *, feed: Callable[[IO[bytes]], None] | None = None,
                  count_bytes: bool = False, timeout_s: float | None = None,
-                 env: dict[str, str] | None = None, cwd: Path | None = None) -> RunResult:
+                 env: dict[str, str] | None = None, cwd: Path | None = None,
+                 rss_log: Path | None = None) -> RunResult:
     """Run `argv` to the end, `feed(stdin)` writing its input from a thread, stdout drained and counted.
 
     The peak is ru_maxrss from wait4() on this very pid (RUSAGE_CHILDREN would
     mix all children of the harness); VmHWM is polled as a cross-check. Run it
     with `cwd` outside the source tree: `python -m voxcli` puts the cwd first on
     sys.path, so a checkout there would silently shadow the one under test.
+    `rss_log`: a line "unix-time elapsed-s VmRSS-MB VmHWM-MB argv" appended every RSS_LOG_S.
     """
     with tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
@@ -223,12 +227,17 @@ def run_measured(argv: list[str], *, feed: Callable[[IO[bytes]], None] | None = 
             threads.append(threading.Thread(target=write, daemon=True))
         for t in threads:
             t.start()
-        hwm = 0
+        hwm, next_log = 0, t0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            hwm = max(hwm, _hwm_kb(proc.pid))
+            hwm = max(hwm, _status_kb(proc.pid))
+            if rss_log is not None and time.monotonic() >= next_log:
+                next_log += RSS_LOG_S
+                with open(rss_log, "a", encoding="utf-8") as log:
+                    log.write(f"{time.time():.0f} {time.monotonic() - t0:.0f} {_status_kb(proc.pid, 'VmRSS:') / 1024:.1f}"
+                              f" {hwm / 1024:.1f} {shlex.join(argv[:3])}\n")
             if timeout_s is not None and time.monotonic() - t0 > timeout_s:
                 proc.kill()
             time.sleep(0.2)
@@ -257,7 +266,8 @@ def _feed_text(chars: int) -> Callable[[IO[bytes]], None]:
 
 
 def run_path(path: str, minutes: float, program: Program, work: Path, timeout_s: float | None,
-             cmd: tuple[str, ...] = ("voxcli",), chat_output: bool = True) -> Measurement:
+             cmd: tuple[str, ...] = ("voxcli",), chat_output: bool = True,
+             rss_log: Path | None = None) -> Measurement:
     """Build the input for `path` at `minutes` and run voxcli (`cmd`) on it."""
     total = int(minutes * 60 * program.rate)
     common = ["-q"]
@@ -281,7 +291,7 @@ def run_path(path: str, minutes: float, program: Program, work: Path, timeout_s:
         raise ValueError(f"unknown path {path!r}; one of {', '.join(PATHS)}")
     try:
         res = run_measured(argv, feed=feed, count_bytes=count_bytes, timeout_s=timeout_s, env=offline_env(),
-                           cwd=work)
+                           cwd=work, rss_log=rss_log)
     finally:
         for f in work.glob("input-*.flac"):
             f.unlink()
@@ -332,6 +342,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-warmup", action="store_true",
                     help="skip the unmeasured 6-second run per path that first builds any derived model cache")
     ap.add_argument("--json", action="store_true", help="JSON lines: one per run, then a summary")
+    ap.add_argument("--rss-log", type=Path, help=f"append the process's RSS every {RSS_LOG_S:g} s to this file")
     args = ap.parse_args(argv)
     args.lengths = ([1.0, 60.0, args.hours * 60] if args.hours and args.hours > 1 else
                     [1.0, args.hours * 60] if args.hours else [float(m) for m in args.minutes.split(",")])
@@ -356,7 +367,8 @@ def main(argv: list[str] | None = None) -> int:
             if not args.no_warmup:  # a one-time cache build (derived graphs) must not inflate the 1-minute base
                 run_path(path, WARMUP_MIN, program, Path(tmp), timeout, args.cmd, not args.chat_no_output)
             for minutes in sorted(args.lengths):
-                r = run_path(path, minutes, program, Path(tmp), timeout, args.cmd, not args.chat_no_output)
+                r = run_path(path, minutes, program, Path(tmp), timeout, args.cmd, not args.chat_no_output,
+                             args.rss_log)
                 base = next((x.peak_rss_mb for x in rows if x.path == path), r.peak_rss_mb)
                 r.growth_mb = round(r.peak_rss_mb - base, 1)
                 rows.append(r)

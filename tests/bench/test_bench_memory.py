@@ -74,6 +74,24 @@ def test_run_measured_reports_the_child_peak_not_the_harness():
     assert res["count"] == 2 and res["head"].startswith("100000\n")
 
 
+def test_rss_log_records_the_child_while_it_runs(tmp_path):
+    """`--rss-log`: the first line is written at the first poll; the child exits only once it is there."""
+    import time
+
+    log = tmp_path / "rss.log"
+
+    def feed(stdin) -> None:  # keep the child alive (blocked on stdin) until the log has a line
+        deadline = time.monotonic() + 60
+        while not (log.exists() and log.read_text().endswith("\n")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    res = bm.run_measured([sys.executable, "-c", "import sys; sys.stdin.buffer.read()"], feed=feed, rss_log=log)
+    assert res.exit_code == 0
+    fields = log.read_text().splitlines()[0].split()  # unix time, elapsed s, VmRSS MB, VmHWM MB, argv
+    assert len(fields) >= 5 and float(fields[0]) > 0 and float(fields[1]) >= 0
+    assert float(fields[2]) >= 0 and float(fields[3]) >= 0  # sampled at the first poll: any size
+
+
 def test_judge_measures_growth_from_the_shortest_run():
     rows = [bm.Measurement("speak", 60.0, 260.0, 260.0, 1.0, 1.0, 0, ""),
             bm.Measurement("speak", 1.0, 200.0, 200.0, 1.0, 1.0, 0, ""),

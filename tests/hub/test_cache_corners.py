@@ -201,3 +201,40 @@ def test_doctor_reports_a_flipped_derived_byte_and_fix_removes_it(voice_bytes):
     code, check = _doctor_cache("--fix")
     assert check["details"]["derived_problems"] == {} and "removed bad derived files of some-voice" in check["summary"]
     assert not cache.derived_dir("some-voice").exists()  # rebuilt by its builder on next use
+
+
+def test_a_file_changed_while_it_is_hashed_is_recorded_without_a_stamp(voice_bytes, monkeypatch):
+    """The digest is of the bytes before the change: a stamp taken after it would vouch for bytes never hashed."""
+    from voxcli.hub import cache as cache_mod
+    from voxcli.hub import verify
+
+    monkeypatch.setattr(cache_mod, "RACY_WINDOW_S", 0.0)  # only the change can deny the stamp
+    cache, files = _derived(voice_bytes)
+    real = verify.sha256_file
+
+    def hash_then_write(path, *args, **kwargs):
+        digest = real(path, *args, **kwargs)
+        if Path(path) == files[0]:
+            _flip(files[0])  # a writer got in while it was hashed (same size, distinct mtime)
+        return digest
+
+    monkeypatch.setattr(verify, "sha256_file", hash_then_write)
+    cache.record_derived("some-voice", files)
+    monkeypatch.setattr(verify, "sha256_file", real)
+    recs = json.loads((files[0].parent / "derived.json").read_text())["files"]
+    assert "stamp" not in recs["decoder.onnx"] and "stamp" in recs["front/front.onnx"]
+    monkeypatch.setattr(cache_mod, "_verified", set())  # a new process
+    (problem,) = cache.check_derived("some-voice", files)
+    assert problem.startswith("sha256 mismatch for decoder.onnx"), "hashed, so the change is found"
+
+
+@pytest.mark.parametrize("record", [5, "x", None, [1, 2], {"sha256": 5}, {"size": 3}])
+def test_a_record_that_is_not_a_record_is_unrecorded_not_a_crash(voice_bytes, record):
+    cache, files = _derived(voice_bytes)
+    cache.record_derived("some-voice", files)
+    manifest = files[0].parent / "derived.json"
+    data = json.loads(manifest.read_text())
+    data["files"]["decoder.onnx"] = record
+    manifest.write_text(json.dumps(data))
+    (problem,) = cache.check_derived("some-voice", files)
+    assert problem.startswith("decoder.onnx has no recorded hash")

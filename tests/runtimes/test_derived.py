@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -143,7 +144,7 @@ def test_damaged_or_unrecorded_llm_graph_is_rebuilt(llm_bundle, tmp_path, caplog
     first = LocalLLM.load(gguf, derived)
     ids = first.tokenizer.encode(render_turn("user", "What is the capital of France?"))
     expected = first.logits_for(ids)
-    (data,) = derived.glob("decoder-*.onnx.data")
+    (data,) = [p for p in derived.glob("decoder-*.onnx.data") if ".opt." not in p.name]  # not the optimized copy's
     _flip_byte_in_place(data, data.stat().st_size // 2)
     with caplog.at_level(logging.WARNING, logger="voxcli"):
         second = LocalLLM.load(gguf, derived)
@@ -158,3 +159,78 @@ def test_damaged_or_unrecorded_llm_graph_is_rebuilt(llm_bundle, tmp_path, caplog
     assert rebuilt != stamp
     LocalLLM.load(gguf, derived)
     assert data.stat().st_mtime_ns == rebuilt
+
+
+@pytest.fixture
+def hashed(monkeypatch) -> list[str]:
+    """Names of the files sha256'd from now on (every hash of a file goes through verify.sha256_file)."""
+    from voxcli.hub import verify
+    from voxcli.runtimes import derived as derived_mod
+
+    names: list[str] = []
+    real = verify.sha256_file
+
+    def counting(path, *args, **kwargs):
+        names.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(verify, "sha256_file", counting)
+    monkeypatch.setattr(derived_mod, "sha256_file", counting)
+    return names
+
+
+@pytest.fixture
+def settled_now(monkeypatch) -> None:
+    """Stamps count as settled at once (no racy window): trust right after a build, on any kernel."""
+    from voxcli.hub import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "RACY_WINDOW_S", 0.0)
+
+
+def test_a_warm_voice_load_reads_no_derived_file_to_check_it(voice_files, tmp_path, hashed, monkeypatch,
+                                                              settled_now):
+    """Cold start (issue 15): split parts and their optimized copies are proven unchanged by their
+    recorded stat stamps, not by hashing ~100 MB on every start; a part written since is hashed."""
+    from voxcli.hub import cache as cache_mod
+
+    derived = tmp_path / "cache" / "derived" / "piper-joe-medium"
+    PiperVoice.load(*voice_files, derived_dir=derived, threads=1)
+    del hashed[:]
+    monkeypatch.setattr(cache_mod, "_verified", set())  # a new process: nothing hashed in it yet
+    assert PiperVoice.load(*voice_files, derived_dir=derived, threads=1).can_stream
+    assert hashed == []
+    flow = derived / "zp-flow.onnx"
+    flow.write_bytes(flow.read_bytes())  # same bytes, written again: hashed once, then trusted
+    st = flow.stat()  # a distinct past mtime: coarse timestamps may keep the stamp
+    os.utime(flow, ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))
+    assert PiperVoice.load(*voice_files, derived_dir=derived, threads=1).can_stream
+    assert hashed == ["zp-flow.onnx"]
+    assert PiperVoice.load(*voice_files, derived_dir=derived, threads=1).can_stream
+    assert hashed == ["zp-flow.onnx"]
+
+
+def test_records_without_stamps_are_hashed_once_and_doctor_hashes_all(voice_files, tmp_path, hashed, monkeypatch,
+                                                                      settled_now):
+    """Records of an older voxcli (size + sha256 only) are trusted after one hash, not rebuilt;
+    `voxcli doctor` (derived_problems) reads every recorded file whatever its stamp."""
+    from voxcli.hub import cache as cache_mod
+
+    derived = tmp_path / "cache" / "derived" / "piper-joe-medium"
+    load_or_split(voice_files[0], derived)
+    manifest = derived / "derived.json"
+    data = json.loads(manifest.read_text())
+    for rec in data["files"].values():
+        rec.pop("stamp", None)
+        rec.pop("at", None)
+    manifest.write_text(json.dumps(data))
+    parts = {p.name: p.stat().st_mtime_ns for p in derived.glob("zp-*")}
+    del hashed[:]
+    monkeypatch.setattr(cache_mod, "_verified", set())  # a new process: nothing hashed yet
+    load_or_split(voice_files[0], derived)
+    assert sorted(hashed) == sorted(data["files"])
+    assert {p.name: p.stat().st_mtime_ns for p in derived.glob("zp-*")} == parts, "not split again"
+    del hashed[:]
+    load_or_split(voice_files[0], derived)
+    assert hashed == [], "their stamps were recorded"
+    monkeypatch.setattr(cache_mod, "_verified", set())
+    assert Cache(tmp_path / "cache").derived_problems() == {} and sorted(hashed) == sorted(data["files"])

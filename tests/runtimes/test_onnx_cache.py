@@ -2,12 +2,14 @@
 
 Built once and reused; a new key (onnxruntime version, changed source graph)
 is a new file (the least recently used beyond two per name go); a damaged copy (truncated, one flipped
-byte, a broken sidecar) is rebuilt with a warning, never loaded and never a
-crash; a cache dir that cannot be written means a plain session. Every
+byte with its mtime put back, a lost record) is rebuilt with a warning, never loaded and never a
+crash; an unchanged copy is loaded without being read to check it (its recorded stat stamp);
+a cache dir that cannot be written, or keeps no records, means a plain session. Every
 session, cached or not, computes the same outputs as a plain one.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -32,6 +34,11 @@ def model(vad_bundle, tmp_path: Path) -> Path:
     return dst
 
 
+def _cache_dir(tmp_path: Path) -> Path:
+    """A directory that keeps records (`<root>/derived/<name>`): only those cache optimized graphs."""
+    return tmp_path / "derived" / "ort-test"
+
+
 def _cached(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.opt.onnx"))
 
@@ -50,11 +57,11 @@ def _probs(sess) -> np.ndarray:
 
 
 def test_built_once_then_reused_with_the_same_outputs(model: Path, tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     plain = session(model, cache=False)
     first = session(model, cache_dir=cache)
     files = _cached(cache)
-    assert len(files) == 1 and files[0].with_name(files[0].name + ".json").is_file()
+    assert len(files) == 1 and files[0].name in json.loads((cache / "derived.json").read_text())["files"]
     assert _level(first) == LEVEL_BUILT
     inode = files[0].stat().st_ino
     second = session(model, cache_dir=cache)
@@ -67,7 +74,7 @@ def test_built_once_then_reused_with_the_same_outputs(model: Path, tmp_path: Pat
 def test_a_new_onnxruntime_version_is_a_new_file(model: Path, tmp_path: Path, monkeypatch) -> None:
     import onnxruntime
 
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     session(model, cache_dir=cache)
     old = _cached(cache)
     monkeypatch.setattr(onnxruntime, "__version__", "99.0.0")
@@ -79,7 +86,7 @@ def test_a_new_onnxruntime_version_is_a_new_file(model: Path, tmp_path: Path, mo
 def test_a_changed_source_graph_is_a_new_file(model: Path, tmp_path: Path) -> None:
     import onnx
 
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     session(model, cache_dir=cache)
     old = _cached(cache)
     m = onnx.load(str(model))
@@ -93,7 +100,7 @@ def test_one_file_per_graph_content_and_at_most_two_per_name(model: Path, tmp_pa
     """The same graph from another directory (a test's temp dir) is the same file: nothing grows per path."""
     import onnxruntime
 
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     copy = tmp_path / "elsewhere" / model.name
     copy.parent.mkdir()
     shutil.copyfile(model, copy)
@@ -111,7 +118,11 @@ def _truncate(path: Path) -> None:
 
 
 def _flip(path: Path) -> None:
-    """One byte flipped in place, size and mtime kept (what bit rot looks like)."""
+    """One byte flipped in place, size and mtime kept (what bit rot looks like).
+
+    Deterministic on any kernel: a stamp is kept only if taken RACY_WINDOW_S after the build's
+    write, so either the file is hashed, or this write's ctime differs from the recorded one.
+    """
     st = path.stat()
     with open(path, "r+b") as f:
         f.seek(st.st_size // 2)
@@ -121,8 +132,15 @@ def _flip(path: Path) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def _garbage_sidecar(path: Path) -> None:
-    path.with_name(path.name + ".json").write_text("{not json")
+def _flip_weights(path: Path) -> None:
+    """One byte flipped in the weights file (`<file>.data`, mapped by onnxruntime), mtime kept."""
+    weights = path.with_name(path.name + ".data")
+    assert weights.is_file(), "the optimized graph keeps its weights beside it"
+    _flip(weights)
+
+
+def _garbage_record(path: Path) -> None:
+    (path.parent / "derived.json").write_text("{not json")
 
 
 def _garbage_file(path: Path) -> None:
@@ -130,9 +148,9 @@ def _garbage_file(path: Path) -> None:
     path.write_bytes(b"\x00garbage" * (size // 8) + b"\x00" * (size % 8))  # same size: onnxruntime must refuse it
 
 
-@pytest.mark.parametrize("damage", [_truncate, _flip, _garbage_sidecar, _garbage_file])
+@pytest.mark.parametrize("damage", [_truncate, _flip, _flip_weights, _garbage_record, _garbage_file])
 def test_a_damaged_cached_file_is_rebuilt_not_loaded(model: Path, tmp_path: Path, damage, caplog) -> None:
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     reference = _probs(session(model, cache_dir=cache))
     damage(_cached(cache)[0])
     with caplog.at_level(logging.WARNING, logger="voxcli.runtimes.onnx"):
@@ -146,9 +164,75 @@ def test_a_damaged_cached_file_is_rebuilt_not_loaded(model: Path, tmp_path: Path
 def test_an_unwritable_cache_dir_means_a_plain_session(model: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    sess = session(model, cache_dir=blocker / "cache")  # mkdir fails (root ignores chmod, this does not)
-    assert _level(sess) == LEVEL_BUILT and not (blocker / "cache").exists()
+    sess = session(model, cache_dir=blocker / "derived" / "x")  # mkdir fails (root ignores chmod, this does not)
+    assert _level(sess) == LEVEL_BUILT and not (blocker / "derived").exists()
     np.testing.assert_allclose(_probs(sess), _probs(session(model, cache=False)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_directory_that_keeps_no_records_optimizes_in_memory(model: Path, tmp_path: Path) -> None:
+    """A damaged copy could not be found there: nothing is cached (as with VOXCLI_NO_GRAPH_CACHE)."""
+    assert _level(session(model, cache_dir=tmp_path / "plain")) == LEVEL_BUILT
+    assert _level(session(model, cache_dir=tmp_path / "plain")) == LEVEL_BUILT
+    assert not (tmp_path / "plain").exists()
+
+
+@pytest.fixture
+def hashed(monkeypatch) -> list[str]:
+    """Names of the files sha256'd from now on (every hash of a file goes through verify.sha256_file)."""
+    from voxcli.hub import verify
+    from voxcli.runtimes import derived
+
+    names: list[str] = []
+    real = verify.sha256_file
+
+    def counting(path, *args, **kwargs):
+        names.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(verify, "sha256_file", counting)
+    monkeypatch.setattr(derived, "sha256_file", counting)
+    return names
+
+
+@pytest.fixture
+def settled_now(monkeypatch) -> None:
+    """Stamps count as settled at once (no racy window): trust right after a build, on any kernel."""
+    from voxcli.hub import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "RACY_WINDOW_S", 0.0)
+
+
+def _new_process(monkeypatch) -> None:
+    """Forget what this process hashed already (the hub's per-process memo): only records count."""
+    from voxcli.hub import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "_verified", set())
+
+
+def test_an_unchanged_copy_is_loaded_without_reading_it_to_check_it(model: Path, tmp_path: Path, hashed,
+                                                                     monkeypatch, settled_now) -> None:
+    """Cold start (issue 15): the recorded stat stamps prove the source and the copy unchanged."""
+    cache = _cache_dir(tmp_path)
+    session(model, cache_dir=cache)
+    del hashed[:]
+    _new_process(monkeypatch)
+    assert _level(session(model, cache_dir=cache)) == LEVEL_CACHED
+    assert hashed == []
+
+
+def test_a_touched_copy_is_hashed_once_then_trusted_again(model: Path, tmp_path: Path, hashed, monkeypatch,
+                                                          settled_now) -> None:
+    cache = _cache_dir(tmp_path)
+    session(model, cache_dir=cache)
+    (copy,) = _cached(cache)
+    st = copy.stat()  # same bytes, new stamp (a restored backup); a distinct past mtime (any kernel)
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))
+    del hashed[:]
+    assert _level(session(model, cache_dir=cache)) == LEVEL_CACHED, "intact: not rebuilt"
+    assert hashed == [copy.name]
+    del hashed[:]
+    _new_process(monkeypatch)
+    assert _level(session(model, cache_dir=cache)) == LEVEL_CACHED and hashed == [], "its new stamp was recorded"
 
 
 def test_where_optimized_graphs_go(tmp_path: Path) -> None:
@@ -201,7 +285,7 @@ def test_external_data_is_part_of_the_key(model: Path, tmp_path: Path) -> None:
     onnx.save(m, str(ext), save_as_external_data=True, all_tensors_to_one_file=True, location="vad.onnx.data",
               size_threshold=0, convert_attribute=True)  # Silero keeps its weights in Constant nodes
     # (onnxruntime cannot load this file: shape inference needs those constants inline; the key is the point)
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     before = cache_key(ext, cache)
     assert source_files(ext) == [ext, ext.with_name("vad.onnx.data")]
     assert cache_key(ext, cache) == before, "unchanged files: the same key (from the stat memo)"
@@ -215,7 +299,7 @@ def test_external_data_is_part_of_the_key(model: Path, tmp_path: Path) -> None:
 def test_a_killed_builds_temp_file_is_removed_by_the_next_build(model: Path, tmp_path: Path, monkeypatch) -> None:
     import onnxruntime
 
-    cache = tmp_path / "cache"
+    cache = _cache_dir(tmp_path)
     session(model, cache_dir=cache)
     stale = cache / f".{_cached(cache)[0].name}.abc123.tmp"
     stale.write_bytes(b"half a graph")
@@ -223,3 +307,54 @@ def test_a_killed_builds_temp_file_is_removed_by_the_next_build(model: Path, tmp
     monkeypatch.setattr(onnxruntime, "__version__", "99.0.0")
     session(model, cache_dir=cache)
     assert not stale.exists()
+
+
+def test_a_stamp_taken_within_the_racy_window_is_not_trusted(model: Path, tmp_path: Path, hashed,
+                                                             monkeypatch) -> None:
+    """A same-size write in the same timestamp tick keeps the stamp: a stamp that young means hashing."""
+    from voxcli.hub import cache as cache_mod
+
+    monkeypatch.setattr(cache_mod, "RACY_WINDOW_S", 10.0**9)  # every stamp is "just written"
+    cache = _cache_dir(tmp_path)
+    session(model, cache_dir=cache)
+    (copy,) = _cached(cache)
+    assert "stamp" not in json.loads((cache / "derived.json").read_text())["files"][copy.name]
+    del hashed[:]
+    _new_process(monkeypatch)
+    assert _level(session(model, cache_dir=cache)) == LEVEL_CACHED
+    assert copy.name in hashed, "hashed, not trusted by its stamp"
+
+
+def test_a_graph_whose_recorded_weights_are_gone_is_rebuilt(model: Path, tmp_path: Path, caplog) -> None:
+    cache = _cache_dir(tmp_path)
+    reference = _probs(session(model, cache_dir=cache))
+    (copy,) = _cached(cache)
+    weights = copy.with_name(copy.name + ".data")
+    assert weights.name in json.loads((cache / "derived.json").read_text())["files"]
+    weights.unlink()
+    with caplog.at_level(logging.WARNING, logger="voxcli.runtimes.onnx"):
+        rebuilt = session(model, cache_dir=cache)
+    assert f"{weights.name} is missing" in caplog.text, "found by the records, not by onnxruntime failing"
+    assert _level(rebuilt) == LEVEL_BUILT and weights.is_file()
+    np.testing.assert_allclose(_probs(rebuilt), reference, rtol=1e-5, atol=1e-6)
+    assert [p.name for p in cache.iterdir() if p.name.endswith(".tmp")] == [], "the build dir is removed"
+
+
+def test_orphaned_weights_and_markers_are_pruned_when_stale(model: Path, tmp_path: Path, monkeypatch) -> None:
+    """A killed build (weights moved in, graph not) or a crash mid-prune leaves them; a live build's stay."""
+    import onnxruntime
+
+    cache = _cache_dir(tmp_path)
+    session(model, cache_dir=cache)
+    (kept,) = _cached(cache)
+    stale = [cache / "silero_vad.0123abcd.opt.onnx.data", cache / "silero_vad.0123abcd.opt.onnx.used"]
+    fresh = cache / "silero_vad.4567cdef.opt.onnx.data"
+    for p in (*stale, fresh):
+        p.write_bytes(b"left over")
+    for p in stale:
+        os.utime(p, (1, 1))  # written long ago
+    monkeypatch.setattr(onnxruntime, "__version__", "99.0.0")
+    session(model, cache_dir=cache)
+    assert not any(p.exists() for p in stale)
+    assert fresh.exists(), "younger than STALE_TMP_S: maybe a build in progress"
+    assert kept.with_name(kept.name + ".data").exists() and kept.with_name(kept.name + ".used").exists()

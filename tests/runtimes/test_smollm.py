@@ -131,14 +131,29 @@ def test_two_pass_int8_product_is_near_fp32_where_one_pass_is_not(gguf_path):
     assert np.abs(two - want).max() < 1e-4 * scale  # grid + remainder: fp32-like
 
 
-def test_chunked_prefill_equals_one_pass(exact_engine, monkeypatch):
+def _greedy(engine: LocalLLM, ids: list[int], steps: int) -> tuple[list[int], np.ndarray]:
+    """Greedy tokens after prefilling `ids` the way a generation does, and the logits of every run."""
+    cache = engine._new_cache(len(ids) + steps)  # private: never the shared one
+    rows = [engine._feed(cache, list(ids))]
+    tokens = []
+    for _ in range(steps):
+        tokens.append(int(np.argmax(rows[-1])))
+        rows.append(engine._feed(cache, [tokens[-1]]))
+    return tokens, np.stack(rows)
+
+
+@pytest.mark.parametrize("precision", ["fast", "exact"])
+def test_chunked_prefill_equals_one_pass(precision, request, monkeypatch):
     import voxcli.runtimes.smollm.local as local
 
-    ids = exact_engine.tokenizer.encode("The history of the lighthouse at the northern cape. " * 60)[:600]
-    monkeypatch.setattr(local, "PREFILL_CHUNK", 128)
-    chunked = exact_engine.logits_for(ids, ids[:2])  # 128-token runs into the in-place KV buffers
+    llm = request.getfixturevalue("engine" if precision == "fast" else "exact_engine")
+    chunk = local.PREFILL_CHUNK
+    ids = llm.tokenizer.encode("The history of the lighthouse at the northern cape. " * 60)[: 2 * chunk + 75]
+    assert len(ids) > 2 * chunk  # three runs, the last one partial
+    chunked_tokens, chunked = _greedy(llm, ids, 12)  # runs of PREFILL_CHUNK into the in-place KV buffers
     monkeypatch.setattr(local, "PREFILL_CHUNK", 10_000)
-    whole = exact_engine.logits_for(ids, ids[:2])
+    whole_tokens, whole = _greedy(llm, ids, 12)
+    assert chunked_tokens == whole_tokens
     assert np.abs(chunked - whole).max() < 1e-3
 
 

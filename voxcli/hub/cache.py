@@ -4,7 +4,7 @@ Layout under the cache root (platformdirs user cache, or $VOXCLI_CACHE_DIR):
 
     models/<name>/       the model's files + manifest.json (present = installed)
     derived/<name>/      artifacts built from a model (split graphs, built LLM graph)
-    derived/<name>/derived.json   size + sha256 of each derived file, recorded when it is built
+    derived/<name>/derived.json   size + sha256 + stat stamp of each derived file, recorded when it is built
     downloads/           partial downloads (<key>.part + .meta: the version, for If-Range), kept for resume
     tmp/                 process-unique staging dirs, renamed into models/ when verified
     locks/<name>.lock    one file lock per model: concurrent pulls download once
@@ -25,20 +25,49 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from filelock import FileLock
 
 from voxcli import paths
 from voxcli.errors import UsageError
 from voxcli.fsutil import atomic_write
-from voxcli.hub.verify import file_problem
+from voxcli.hub.verify import file_problem, file_stamp
 
 MANIFEST = "manifest.json"
 DERIVED_MANIFEST = "derived.json"
-_verified: set[tuple[str, int, int, str]] = set()
-"""(path, size, mtime_ns, sha256) of derived files hashed OK in this process: each is hashed once."""
+_verified: set[tuple[str, tuple[int, ...], str]] = set()
+"""(path, stat stamp, sha256) of derived files hashed OK in this process: each is hashed once."""
+RACY_WINDOW_S = 2.0
+"""A stamp whose mtime or ctime is this close to the moment it was taken is not trusted (git's
+"racy clean"): with coarse file timestamps a same-size write in the same tick keeps the stamp."""
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def settled(stamp: list[int], at_ns: int) -> bool:
+    """True when a stamp taken at `at_ns` can vouch for the file: its mtime and ctime are RACY_WINDOW_S older.
+
+    A later write then changes mtime or ctime even on a file system with
+    coarse timestamps; a younger stamp could miss a same-size write in the
+    same tick, so it is not kept (the file is hashed again instead).
+    """
+    return at_ns - max(stamp[1], stamp[2]) >= RACY_WINDOW_S * 1e9
+
+
+def trusted(rec: Any, stamp: list[int]) -> bool:
+    """True when a record (of derived.json) holds `stamp`, recorded settled: the file need not be read."""
+    if not isinstance(rec, dict) or rec.get("stamp") != stamp or not isinstance(at := rec.get("at"), int):
+        return False
+    return settled(stamp, at)
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's blocks to the disk (a builder may have written it unsynced, onnxruntime does)."""
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)  # Windows' fsync needs write access
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def check_name(name: str) -> str:
@@ -89,59 +118,114 @@ class Cache:
         return cls(derived_dir.parent.parent), check_name(derived_dir.name)
 
     def _derived_records(self, name: str) -> dict[str, dict[str, Any]]:
+        return dict(self.derived_table(name, "files"))
+
+    def derived_table(self, name: str, table: str) -> dict[str, Any]:
+        """One table of `derived/<name>/derived.json` ("files": the records; others: see update_derived)."""
         try:
             data = json.loads((self.derived_dir(name) / DERIVED_MANIFEST).read_text(encoding="utf-8"))
-            return dict(data.get("files", {}))
+            found = data.get(table, {})
+            return found if isinstance(found, dict) else {}
         except (OSError, ValueError, AttributeError, TypeError):
             return {}
+
+    def update_derived(self, name: str, table: str, change: Callable[[dict[str, Any]], None]) -> None:
+        """Apply `change` to one table of `derived.json` under its lock (read, change, atomic write).
+
+        Several builders share one model's derived dir, and other tables
+        (`voxcli.runtimes.derived`'s digest memo of source files) are kept.
+        """
+        d = self.derived_dir(name, create=True)
+        with FileLock(str(d / (DERIVED_MANIFEST + ".lock"))):
+            try:
+                data = json.loads((d / DERIVED_MANIFEST).read_text(encoding="utf-8"))
+                data = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                data = {}
+            current = data.get(table)
+            data[table] = current if isinstance(current, dict) else {}
+            change(data[table])
+            atomic_write(d / DERIVED_MANIFEST, json.dumps(data, indent=1, sort_keys=True), durable=False)
 
     def record_derived(self, name: str, paths: Iterable[Path]) -> None:
         """Record size + sha256 of files just built into `derived/<name>/` (call it right after writing them).
 
-        Merged into `derived/<name>/derived.json` under its own lock (several
-        builders share one model's derived dir), written atomically.
+        Each file is fsync'd first (a stamp must not vouch for blocks a power
+        loss can still zero), and its stamp is kept only when it is the same
+        before and after hashing and settled (`settled`): otherwise the next
+        load hashes it. Merged into `derived/<name>/derived.json` under its own
+        lock (several builders share one model's derived dir), written atomically.
         """
         d = self.derived_dir(name, create=True)
         new: dict[str, dict[str, Any]] = {}
-        for p in paths:
-            rel = Path(p).resolve().relative_to(d.resolve()).as_posix()
-            _problem, digest = file_problem(Path(p))
-            st = Path(p).stat()
-            new[rel] = {"size": st.st_size, "sha256": digest}
-            _verified.add((str(Path(p).resolve()), st.st_size, st.st_mtime_ns, str(digest)))
-        with FileLock(str(d / (DERIVED_MANIFEST + ".lock"))):
-            files = {k: v for k, v in self._derived_records(name).items() if (d / k).is_file()}
-            files.update(new)
-            atomic_write(d / DERIVED_MANIFEST, json.dumps({"files": files}, indent=1, sort_keys=True), durable=False)
+        for p in map(Path, paths):
+            rel = p.resolve().relative_to(d.resolve()).as_posix()
+            _fsync(p)
+            before = file_stamp(p)
+            _problem, digest = file_problem(p)
+            at = time.time_ns()
+            new[rel] = {"size": before[0], "sha256": digest}
+            if file_stamp(p) == before and settled(before, at):
+                new[rel].update(stamp=before, at=at)
+                _verified.add((str(p.resolve()), tuple(before), str(digest)))
 
-    def check_derived(self, name: str, paths: Iterable[Path]) -> list[str]:
+        def merge(files: dict[str, Any]) -> None:
+            for gone in [k for k in files if not (d / k).is_file()]:
+                del files[gone]
+            files.update(new)
+
+        self.update_derived(name, "files", merge)
+
+    def check_derived(self, name: str, paths: Iterable[Path], *, rehash: bool = False) -> list[str]:
         """One sentence per derived file that is missing, unrecorded, or not what was recorded ([] = all good).
 
-        Hashes each file once per process (then a stat); the caller rebuilds
-        (or refuses to load) on any problem: nothing unrecorded is trusted.
+        A file whose stat stamp (`verify.file_stamp`: size, mtime, ctime, inode)
+        is the one recorded when it was written or last hashed OK is not read:
+        nothing wrote to it since (a cold start then hashes nothing). Any other
+        is hashed (once per process) and, if intact, its stamp recorded again.
+        `rehash` (doctor) hashes every file. The caller rebuilds (or refuses
+        to load) on any problem: nothing unrecorded is trusted.
         """
         d = self.derived_dir(name)
         records = self._derived_records(name)
-        problems = []
+        problems, restamp = [], {}
         for p in map(Path, paths):
             rel = p.resolve().relative_to(d.resolve()).as_posix()
-            rec = records.get(rel)
-            if not p.is_file():
+            rec, stamp = records.get(rel), file_stamp(p) if p.is_file() else None
+            if stamp is None:
                 problems.append(f"{rel} is missing")
-            elif rec is None or not rec.get("sha256"):
+            elif not isinstance(rec, dict) or not isinstance(rec.get("sha256"), str) or not rec["sha256"]:
                 problems.append(f"{rel} has no recorded hash (built by an older voxcli)")
-            elif (problem := self._derived_problem(p, rel, rec)) is not None:
+            elif not rehash and trusted(rec, stamp):
+                continue
+            elif (problem := self._derived_problem(p, rel, rec, stamp)) is not None:
                 problems.append(problem)
+            elif not trusted(rec, stamp) and stamp == file_stamp(p) and settled(stamp, at := time.time_ns()):
+                restamp[rel] = (rec["sha256"], stamp, at)  # (not written to while it was hashed)
+        if restamp:
+            self._restamp(name, restamp)
         return problems
 
+    def _restamp(self, name: str, stamps: dict[str, tuple[str, list[int], int]]) -> None:
+        """Record the stamps of files just hashed OK (touched, copied back...): the next process trusts them."""
+        def change(files: dict[str, Any]) -> None:
+            for rel, (sha, stamp, at) in stamps.items():
+                if isinstance(files.get(rel), dict) and files[rel].get("sha256") == sha:  # not rebuilt meanwhile
+                    files[rel].update(stamp=stamp, at=at)
+
+        try:
+            self.update_derived(name, "files", change)
+        except OSError:
+            pass  # read-only cache: hashed again next time
+
     @staticmethod
-    def _derived_problem(path: Path, rel: str, rec: dict[str, Any]) -> str | None:
-        st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns, str(rec["sha256"]))
+    def _derived_problem(path: Path, rel: str, rec: dict[str, Any], stamp: list[int]) -> str | None:
+        key = (str(path.resolve()), tuple(stamp), str(rec["sha256"]))
         if key in _verified:
             return None
-        problem, _digest = file_problem(path, sha256=rec["sha256"], size=rec.get("size"), name=rel)
-        if problem is None:
+        size = rec.get("size") if isinstance(rec.get("size"), int) else None
+        problem, _digest = file_problem(path, sha256=rec["sha256"], size=size, name=rel)
+        if problem is None and file_stamp(path) == stamp and settled(stamp, time.time_ns()):
             _verified.add(key)
         return problem
 
@@ -156,7 +240,7 @@ class Cache:
         for d in sorted(root.iterdir()) if root.is_dir() else []:
             if d.is_dir() and _NAME_RE.match(d.name) and (d / DERIVED_MANIFEST).is_file():
                 present = [d / rel for rel in self._derived_records(d.name) if (d / rel).is_file()]  # gone: rebuilt
-                problems = self.check_derived(d.name, present)
+                problems = self.check_derived(d.name, present, rehash=True)
                 if problems:
                     out[d.name] = problems
         return out

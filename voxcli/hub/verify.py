@@ -26,6 +26,19 @@ def sha256_file(path: Path, on_chunk: Callable[[int], None] | None = None) -> st
     return h.hexdigest()
 
 
+def file_stamp(path: Path) -> list[int]:
+    """[size, mtime_ns, ctime_ns, inode]: changes whenever the file is written, replaced or re-timed.
+
+    Why ctime: `os.utime` can put an mtime back after an in-place write, but
+    every write (and every utime) sets ctime to now. A file whose stamp is the
+    one recorded when it was hashed is the file that was hashed, so a cold
+    start need not read it again; bit rot below the file system is left to
+    `voxcli doctor`, which re-hashes.
+    """
+    st = Path(path).stat()
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
 def file_problem(path: Path, *, sha256: str | None = None, size: int | None = None,
                  name: str | None = None) -> tuple[str | None, str | None]:
     """(problem sentence or None, digest or None when the size was already wrong).

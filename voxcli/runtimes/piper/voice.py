@@ -26,7 +26,7 @@ from typing import Any, Final
 import numpy as np
 
 from voxcli.errors import IntegrityError, ModelNotFoundError
-from voxcli.runtimes.onnx import default_threads, session
+from voxcli.runtimes.onnx import default_threads, session, sessions
 from voxcli.runtimes.piper.graph_split import SplitError, load_or_split
 from voxcli.runtimes.piper.probe_record import probed
 from voxcli.runtimes.piper.phonemize import EspeakPhonemizer, phonemes_to_ids
@@ -150,6 +150,12 @@ class PiperVoice:
                                dtype=np.float32)
         self._front, self._decoder, self._whole = front, decoder, whole
         self._flow, self._mask = flow, mask
+        # Constant per voice, so looked up once, not per sentence or block (each get_inputs() builds
+        # NodeArg objects); `_ones` is the flow's all-ones frame mask, grown as needed and sliced.
+        self._prior_name = front.get_outputs()[0].name if front is not None else ""
+        self._flow_input = flow.get_inputs()[0].name if flow is not None else ""
+        self._decoder_input = decoder.get_inputs()[0].name if decoder is not None else ""
+        self._ones = np.ones((1, 1, 0), np.float32)
         self.can_stream = front is not None and flow is not None and decoder is not None
         self.threads: int | None = None
         """Intra-op threads of each session (set by `load`)."""
@@ -186,9 +192,7 @@ class PiperVoice:
         front = flow = decoder = split = None
         try:
             split = load_or_split(onnx_path, derived_dir)
-            front = session(split.front, threads=threads)
-            flow = session(split.flow, threads=threads)  # type: ignore[arg-type]
-            decoder = session(split.decoder, threads=threads)
+            front, flow, decoder = sessions([split.front, split.flow, split.decoder], threads=threads)  # type: ignore[list-item]
         except SplitError as exc:
             _LOG.info("voice %s cannot stream inside sentences (%s): whole sentences", name, exc)
         voice = cls(name, vc, phonemizer, front, decoder, None, stream_config or StreamConfig(),
@@ -257,9 +261,7 @@ class PiperVoice:
 
     def _run_front(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray | None]:
         """The latent and, when the front part outputs them, the frames per id (ints)."""
-        wanted = [self._front.get_outputs()[0].name]  # type: ignore[union-attr]
-        if self.durations_output:
-            wanted.append(self.durations_output)
+        wanted = [self._prior_name, self.durations_output] if self.durations_output else [self._prior_name]
         outs = self._front.run(wanted, self._inputs(ids))  # type: ignore[union-attr]
         latent = np.ascontiguousarray(outs[0], dtype=np.float32)
         durations = np.rint(np.asarray(outs[1]).reshape(-1)).astype(np.int64) if len(outs) > 1 else None
@@ -278,19 +280,19 @@ class PiperVoice:
     # -- latent -> audio ---------------------------------------------------------------------
 
     def _decode(self, latent: np.ndarray) -> np.ndarray:
-        name = self._decoder.get_inputs()[0].name  # type: ignore[union-attr]
-        audio = self._decoder.run(None, {name: latent})[0]  # type: ignore[union-attr]
+        audio = self._decoder.run(None, {self._decoder_input: latent})[0]  # type: ignore[union-attr]
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
     def _run_flow(self, p: Prepared, start: int, stop: int) -> np.ndarray:
         """`z` of frames [start, stop): the flow over `z_p` with `flow_context` frames each side, trimmed."""
         c = self.config.flow_context
         a, b = max(0, start - c), min(p.frames, stop + c)
-        flow = self._flow  # type: Any
-        feeds = {flow.get_inputs()[0].name: p.latent[:, :, a:b]}  # type: ignore[index]
+        feeds = {self._flow_input: p.latent[:, :, a:b]}  # type: ignore[index]
         if self._mask:
-            feeds[self._mask] = np.ones((1, 1, b - a), np.float32)  # one unpadded sentence: every frame counts
-        z = flow.run(None, feeds)[0]
+            if self._ones.shape[2] < b - a:
+                self._ones = np.ones((1, 1, max(b - a, 2 * self._ones.shape[2])), np.float32)
+            feeds[self._mask] = self._ones[:, :, :b - a]  # one unpadded sentence: every frame counts
+        z = self._flow.run(None, feeds)[0]  # type: ignore[union-attr]
         return np.ascontiguousarray(z[:, :, start - a:stop - a], dtype=np.float32)
 
     def latent(self, p: Prepared, start: int, stop: int) -> np.ndarray:
