@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from voxcli.asr.agreement import LocalAgreement, align_end, common_prefix, normalize_word
+from voxcli.asr.agreement import CLITIC_SKIPS, LocalAgreement, align_end, common_prefix, normalize_word
 
 
 def run(hyps: list[str], n: int = 2) -> tuple[LocalAgreement, list[tuple[str, str]]]:
@@ -125,9 +125,12 @@ def test_helpers() -> None:
     assert normalize_word("I'd,") == "i'd" and normalize_word("\u201cHello!\u201d") == "hello"
     assert normalize_word("don\u2019t") == "don't"
     assert common_prefix([["A", "b."], ["a", "B", "c"]]) == 2
-    assert align_end(["a", "b"], ["a", "b", "c"]) == (2, 2)
-    assert align_end(["a", "x"], ["a", "y", "c"]) == (2, 2)  # trailing substitution paired
-    assert align_end([], ["a"]) == (0, 0)
+    assert align_end(["a", "b"], ["a", "b", "c"]) == (2, 2, True)
+    assert align_end(["a", "x"], ["a", "y", "c"]) == (2, 2, False)  # trailing substitution paired: no anchor
+    assert align_end([], ["a"]) == (0, 0, False)
+    # The anchor: two words in a row that match, ending at most four words before the stable words end.
+    assert align_end("a b c d e f".split(), "a b x y z w v".split()).anchored
+    assert not align_end("a b c d e f g".split(), "a b x y z w v".split()).anchored
     with pytest.raises(ValueError):
         LocalAgreement(0)
 
@@ -142,3 +145,30 @@ def test_a_final_written_differently_does_not_line_up_and_one_that_extends_or_re
     la2, _ = run(["how many likes does", "how many likes does a"])
     assert la2.lines_up("How many legs does a spider have?".split())  # "does a" realigns: shown word stays
     assert LocalAgreement(1).lines_up(["anything"]) and LocalAgreement(2).lines_up(["nothing", "shown"])
+
+
+def test_a_hypothesis_that_goes_on_inside_the_last_stable_word_commits_nothing() -> None:
+    la, _ = run(["We work.", "We are all going to act."])
+    assert la.stable == ["We"]
+    # Forced with "We", Whisper wrote "We're" (two_cities, "we were"): paired word by word the suffix
+    # was lost and "all going ..." committed after "We", which the final "We were ..." cannot extend.
+    for _ in range(2):
+        assert la.update("We're all going direct to Heaven.".split()) == []
+    assert la.stable == ["We"] and la.volatile_text == "all going direct to Heaven."
+    la.finalize("We were all going direct to heaven.".split())
+    assert la.stable_text == "We were all going direct to heaven." and la.retractions == 0
+
+
+def test_a_model_that_keeps_the_clitic_cannot_stall_the_captions() -> None:
+    la, _ = run(["We work.", "We are all going to act."])
+    assert la.stable == ["We"]
+    keeps = "We're all going direct to Heaven.".split()
+    assert [la.update(keeps) for _ in range(CLITIC_SKIPS)] == [[]] * CLITIC_SKIPS  # skipped: nothing commits
+    la.update(keeps)  # skipped too often in a row: this one counts as usual (n = 2 needs one more)
+    assert la.update(keeps) == ["all", "going", "direct", "to", "Heaven"]
+    assert la.stable_text == "We all going direct to Heaven"
+
+    la, _ = run(["We work.", "We are all going to act."])
+    assert la.update(keeps) == [] and la.update("We all".split()) == []  # the run of skips is broken...
+    assert [la.update(keeps) for _ in range(CLITIC_SKIPS)] == [[]] * CLITIC_SKIPS  # ...so it counts again
+    assert la.stable == ["We"]

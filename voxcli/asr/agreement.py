@@ -5,7 +5,9 @@ The streamer re-decodes the whole current buffer every step; each decode is a
 hypotheses agree on it (after the words already stable), compared without
 case or punctuation ("Tried," == "tried"). Once stable a word is never taken
 back, even if a later hypothesis disagrees: later hypotheses are aligned to
-the stable words and only their remainder can become stable or volatile.
+the stable words and only their remainder can become stable or volatile;
+a hypothesis that goes on inside the last stable word ("We" -> "We're")
+commits nothing (its remainder would be placed after the wrong word).
 
 `n = 1` is the naive policy of the seed (002, chapter 4): every hypothesis is
 shown as stable at once, with no ratchet, so stable words may be taken back
@@ -23,6 +25,7 @@ import unicodedata
 from collections import deque
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
+from typing import Final, NamedTuple
 
 _EDGE_PUNCT = re.compile(r"^[^\w']+|[^\w']+$")
 
@@ -51,23 +54,46 @@ def _norm(words: list[str]) -> list[str]:
     return [normalize_word(w) for w in words]
 
 
-def align_end(done: list[str], hyp: list[str]) -> tuple[int, int]:
-    """Where `done` (stable words) ends inside `hyp`: (words of done used, words of hyp used).
+ANCHOR_RUN: Final = 2
+"""Words in a row that must match for `align_end` to have found where the stable words end."""
+ANCHOR_WINDOW: Final = 4
+"""That run must end at most this many words before the end of the stable words."""
+CLITIC_SKIPS: Final = 2
+"""Hypotheses in a row that `update` may skip for going on inside the last stable word ("We" -> "We're");
+the next one commits as usual, so a model that keeps the clitic cannot stall the captions until the final."""
+
+
+class EndMatch(NamedTuple):
+    """Where the stable words end inside a hypothesis (`align_end`)."""
+
+    done: int
+    """Stable words used."""
+    used: int
+    """Hypothesis words used: the hypothesis goes on after these."""
+    anchored: bool
+    """A run of ANCHOR_RUN words matches near the end of the stable words. False: no anchor, the end
+    is a guess from pairing leftover words one by one (wrong when the hypothesis wrote the speech
+    differently: "1 2 3" -> "1-2-3")."""
+
+
+def align_end(done: list[str], hyp: list[str]) -> EndMatch:
+    """Where `done` (stable words) ends inside `hyp`, and whether a matching run anchors it.
 
     Longest-matching blocks over normalized words; after the last match,
     leftover words on both sides are paired as substitutions.
     """
     a, b = _norm(done), _norm(hyp)
     if not a or not b:
-        return 0, 0
+        return EndMatch(0, 0, False)
     blocks = [m for m in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m.size]
     if not blocks:
         k = min(len(a), len(b))
-        return k, k
+        return EndMatch(k, k, False)
+    anchored = any(m.size >= ANCHOR_RUN and m.a + m.size >= len(a) - ANCHOR_WINDOW for m in blocks)
     last = blocks[-1]
     ai, bj = last.a + last.size, last.b + last.size
     skip = min(len(a) - ai, len(b) - bj)
-    return ai + skip, bj + skip
+    return EndMatch(ai + skip, bj + skip, anchored)
 
 
 def common_prefix(lists: list[list[str]]) -> int:
@@ -101,13 +127,15 @@ class LocalAgreement:
     flicker_words: int = 0
     """Shown stable words those updates took back (not found again in the new words)."""
     _history: deque = field(default_factory=deque)
+    _skipped: int = 0
+    """Hypotheses skipped in a row by the clitic rule (`CLITIC_SKIPS`)."""
 
     def __post_init__(self) -> None:
         if self.n < 1:
             raise ValueError("agreement n must be >= 1")
 
     def _tail(self, hyp: list[str]) -> list[str]:
-        return hyp[align_end(self.stable[self.frozen :], hyp)[1] :]
+        return hyp[align_end(self.stable[self.frozen :], hyp).used :]
 
     @property
     def prompt(self) -> str:
@@ -137,6 +165,15 @@ class LocalAgreement:
         """Add a hypothesis for the current buffer; returns the newly stable words."""
         if self.n == 1:
             return self._replace([*hyp[:-1], strip_trailing_punct(hyp[-1])] if hyp else [])
+        self._skipped = self._skipped + 1 if self._continues_stable(hyp) else 0
+        if 0 < self._skipped <= CLITIC_SKIPS:
+            # The decode went on inside the last stable word ("We" -> "We're": the forced prefix ended
+            # mid-word for the model). Paired word by word, the suffix would be lost and the rest
+            # committed after the wrong word ("We all going"); commit nothing from it, so the unforced
+            # final ("We were all going") can still extend the stable words. Bounded: see CLITIC_SKIPS.
+            self._history.clear()
+            self.volatile = self._tail(hyp)
+            return []
         self._history.append(list(hyp))
         while len(self._history) > self.n:
             self._history.popleft()
@@ -154,6 +191,18 @@ class LocalAgreement:
         self.volatile = tails[-1][len(new) :]
         return new
 
+    def _continues_stable(self, hyp: list[str]) -> bool:
+        """Is `hyp`'s word at the end of the stable words the last of them plus a clitic ("We" -> "We're")?
+
+        Only an apostrophe suffix: "it" -> "its" is another word, a substitution like any other.
+        """
+        old = self.stable[self.frozen :]
+        m = align_end(old, hyp)
+        if not old or m.done < len(old) or m.used < 1:
+            return False
+        last, word = normalize_word(old[-1]), normalize_word(hyp[m.used - 1])
+        return bool(last) and word.startswith(last + "'")
+
     def cut(self, segment: list[str]) -> list[str]:
         """The buffer's head was decoded alone as `segment` and removed from the buffer.
 
@@ -161,11 +210,12 @@ class LocalAgreement:
         decode of that audio); stable words past the segment stay and are the
         expected start of the next hypotheses. Returns the newly stable words.
         """
-        done, used = align_end(self.stable[self.frozen :], segment)
+        done, used, _ = align_end(self.stable[self.frozen :], segment)
         new = segment[used:]
         self.stable.extend(new)
         self.frozen = len(self.stable) if new else self.frozen + done
         self._history.clear()
+        self._skipped = 0
         self.volatile = []
         return new
 
@@ -183,34 +233,34 @@ class LocalAgreement:
         words is added: the ratchet holds to the end of the utterance.
         """
         self._history.clear()
-        old = self.stable[self.frozen :]
-        if self.n == 1 or common_prefix([old, final]) == len(old):
+        self._skipped = 0
+        if self._extends(final):
             return self._replace(list(final))
-        _done, used = align_end(old, final)
-        new = list(final[used:])
+        new = list(final[align_end(self.stable[self.frozen :], final).used :])
         self.stable.extend(new)
         self.volatile = []
         return new
 
+    def _extends(self, final: list[str]) -> bool:
+        """n = 1, or `final` starts with the shown stable words (punctuation aside): it replaces them."""
+        old = self.stable[self.frozen :]
+        return self.n == 1 or common_prefix([old, final]) == len(old)
+
     def lines_up(self, final: list[str]) -> bool:
         """Can `finalize` place an unforced final after the shown stable words?
 
-        Yes when it extends them, or when a run of at least two words matches inside the last
-        four stable words (so `align_end` knows where they end). Otherwise the decode wrote the
-        same speech differently ("one two three" -> "1-2-3", one word): pairing words one by one
-        would drop what was said after, so the streamer decodes again, forced with the shown words.
+        Yes when it extends them, or when `align_end` finds an anchor (two words in a row that
+        match, ending near the end of the stable words). Otherwise the decode wrote the same speech
+        differently ("one two three" -> "1-2-3", one word): pairing words one by one would
+        drop what was said after, so the streamer decodes again, forced with the shown words.
         """
-        old = self.stable[self.frozen :]
-        if self.n == 1 or not old or common_prefix([old, final]) == len(old):
-            return True
-        a, b = _norm(old), _norm(final)
-        blocks = [m for m in SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks() if m.size >= 2]
-        return any(m.a + m.size >= len(a) - 4 for m in blocks)
+        return self._extends(final) or align_end(self.stable[self.frozen :], final).anchored
 
     def reset(self) -> None:
         """Start the next utterance."""
         self.stable, self.volatile, self.frozen = [], [], 0
         self._history.clear()
+        self._skipped = 0
 
     @property
     def stable_text(self) -> str:

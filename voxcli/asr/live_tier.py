@@ -161,9 +161,8 @@ def installed_asr(only: Sequence[str] | None = None) -> list[Any]:
 
 
 def _card_wer(bundle: Any) -> float | None:
-    from voxcli.hub.model_cards import card_of
-
-    card = card_of(bundle.entry) if bundle.entry is not None else None
+    """The dev-set WER on the model's card (parsed and checked once, with the catalog)."""
+    card = bundle.entry.card if bundle.entry is not None else None
     return card.wer if card is not None else None
 
 

@@ -119,12 +119,10 @@ def models(
     """List known and installed models (the `voxcli models` command)."""
     from voxcli.hub.cache import Cache
     from voxcli.hub.catalog import load_catalog
-    from voxcli.hub.model_cards import card_of
     from voxcli.hub.resolve import installed_bundle, list_models
 
     cache = Cache.default()
-    catalog = load_catalog()
-    cards = {name: card_of(e) for name, e in catalog.items()}
+    cards = {name: e.card for name, e in load_catalog().items()}  # checked once, when the catalog is parsed
     if info is not None:
         _show_info(info, [r for r in list_models(cache) if r.name == info], cards.get(info), json_out)
         return

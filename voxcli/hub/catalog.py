@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from voxcli import paths
 from voxcli.errors import ModelNotFoundError, UsageError
+from voxcli.hub.model_cards import ModelCard, parse_card
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -69,6 +70,8 @@ class ModelEntry:
     language: str = ""
     homepage: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    card: ModelCard | None = None
+    """The `card` table, parsed and checked with the entry (hub/model_cards.py); None when it has none."""
 
     @property
     def size(self) -> int:
@@ -109,9 +112,13 @@ def _parse_entry(name: str, raw: dict[str, Any], origin: str) -> ModelEntry:
             unknown = set(s.members) - {f.name for f in files}
             if unknown:
                 raise ValueError(f"source {s.describe()} names files not in the model: {sorted(unknown)}")
+        # Cards are ASR's (hub/model_cards.py); another kind's `card` table stays in `extra`, unchecked, as before
+        card = parse_card(name, kind, raw.get("card"), runtime=raw.get("runtime"), license=raw.get("license", ""),
+                          size=sum(f.size or 0 for f in files)) if kind == "asr" else None
     except (KeyError, ValueError, TypeError) as e:
         raise UsageError(f"{origin}: bad catalog entry {name!r}: {e}") from None
     known = {"kind", "files", "sources", "default", "license", "description", "language", "homepage"}
+    known |= {"card"} if kind == "asr" else set()
     return ModelEntry(
         name=name,
         kind=kind,
@@ -123,6 +130,7 @@ def _parse_entry(name: str, raw: dict[str, Any], origin: str) -> ModelEntry:
         language=raw.get("language", ""),
         homepage=raw.get("homepage", ""),
         extra={k: v for k, v in raw.items() if k not in known},
+        card=card,
     )
 
 

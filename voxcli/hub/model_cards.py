@@ -7,15 +7,15 @@ catalog ASR model has a complete one, `voxcli models --info NAME` prints it,
 and `voxcli doctor` reads the WER to say which live-capable model is the most
 accurate. The figures are measurements (dev set and machine named in
 `DEV_SET` / `REFERENCE_MACHINE`), re-measured with `voxcli bench asr`; this
-module only reads them.
+module only reads them. The catalog parses each card once, with its entry
+(`hub/catalog.py` -> `ModelEntry.card`): a malformed card is one error line
+when the catalog loads, and no caller validates it again.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Final
 
-from voxcli.errors import UsageError
-from voxcli.hub.catalog import ModelEntry
 
 #: Where the `wer` of every card was measured (`voxcli bench asr`, all models in one run, 2026-12-01).
 DEV_SET: Final = ("dev set v2 (benchmarks/bench_asr_devset.py): 17 human recordings, at least 5 speakers "
@@ -70,36 +70,37 @@ class ModelCard:
         return d
 
 
-def card_of(entry: ModelEntry) -> ModelCard | None:
-    """The entry's card, or None when it has no `card` table (non-ASR models need none)."""
-    raw = entry.extra.get("card")
+def parse_card(name: str, kind: str, raw: Any, *, runtime: Any, license: str, size: int) -> ModelCard | None:
+    """A catalog entry's card from its `card` table (None when it has none: non-ASR models need none).
+
+    Called by the catalog parser, once per entry; ValueError naming every problem of a malformed card.
+    """
     if raw is None:
         return None
-    problems = card_problems(entry)
+    problems = card_problems(raw, runtime=runtime, license=license)
     if problems:
-        raise UsageError(f"catalog entry {entry.name!r}: bad card: {'; '.join(problems)}")
+        raise ValueError(f"bad card: {'; '.join(problems)}")
     return ModelCard(
-        name=entry.name, kind=entry.kind, runtime=str(entry.extra.get("runtime") or raw.get("runtime", "")),
+        name=name, kind=kind, runtime=str(runtime or raw.get("runtime", "")),
         languages=tuple(raw["languages"]), params_m=float(raw["params_m"]), precision=raw["precision"],
-        size_bytes=entry.size, license=entry.license, timestamps=raw["timestamps"], wer=float(raw["wer"]),
+        size_bytes=size, license=license, timestamps=raw["timestamps"], wer=float(raw["wer"]),
         wer_words=int(raw["wer_words"]), wer_espeak=float(raw["wer_espeak"]),
         wer_espeak_words=int(raw["wer_espeak_words"]), rtf=float(raw["rtf"]), streams=raw["streams"],
     )
 
 
-def card_problems(entry: ModelEntry) -> list[str]:
-    """What is missing or malformed in an ASR entry's card ([] when complete)."""
-    raw = entry.extra.get("card")
+def card_problems(raw: Any, *, runtime: Any, license: str) -> list[str]:
+    """What is missing or malformed in a `card` table ([] when complete)."""
     if not isinstance(raw, dict):
-        return ["no [card] table"]
+        return ["[card] is not a table"]
     problems = [f"{key} missing" for key in ASR_FIELDS if key not in raw]
     problems += [f"{key} should be {_type_name(t)}" for key, t in ASR_FIELDS.items()
                  if key in raw and (not isinstance(raw[key], t) or isinstance(raw[key], bool))]
-    if not (entry.extra.get("runtime") or raw.get("runtime")):
+    if not (runtime or raw.get("runtime")):
         problems.append("runtime missing (catalog `runtime` key)")
     if raw.get("timestamps") not in (None, *TIMESTAMPS):
         problems.append(f"timestamps must be one of {', '.join(TIMESTAMPS)}")
-    if not entry.license:
+    if not license:
         problems.append("license missing")
     return problems
 
