@@ -190,7 +190,7 @@ def main() -> None:
 
 
 def stage_erle(case: dict[str, np.ndarray]) -> float:
-    """voxcli's own stage (livekit underneath) run as the device callbacks would (`aec_room.replay`)."""
+    """voxcli's own stage (pywebrtc-audio underneath) run as the device callbacks would (`aec_room.replay`)."""
     from voxcli.audio.aec import EchoCanceller
     from voxcli.audio.aec_ref import ReferenceTimeline
     from voxcli.audio.aec_room import replay

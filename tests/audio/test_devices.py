@@ -73,7 +73,8 @@ def test_abort_silences_at_once(portaudio: None, null_sink: str) -> None:
 
     noise = (0.3 * np.random.default_rng(0).standard_normal(22050 * 4)).astype(np.float32)
     player = Player(22050, max_buffer_s=1.0)
-    assert not hasattr(player, "pause") and not hasattr(player, "resume")  # dead code, removed (issue 12)
+    # pause/resume (issue 12: dead code then) are wired now: chat pauses the reply on a barge-in's speech run
+    # (voxcli.chat.listening; tests/chat/test_barge_in_pause.py, tests/chat/test_heard_device.py)
     # A write larger than the buffer blocks; abort must release it and stop at once.
     blocked = threading.Thread(target=player.write, args=(noise,))
     blocked.start()

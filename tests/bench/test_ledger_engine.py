@@ -108,7 +108,9 @@ def test_ledger_measured_predicts_chats_semantic_turn(real_cache, isolated_env) 
     r = runner.invoke(app, ["ledger", "--measured", "--endpoint", "semantic", "--json"], catch_exceptions=False)
     assert r.exit_code == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["knobs"]["endpoint_ms"] == 200.0  # the streamer's short hold in semantic mode
+    from voxcli.chat.turn_detector import HoldPolicy
+
+    assert doc["knobs"]["endpoint_ms"] == HoldPolicy().min_ms  # the streamer's short hold in semantic mode
     eng = doc["measurements"]["engine"]
     data = eng["data"]
     assert data["endpoint"] == "semantic" and len(data["holds_ms"]) == 3

@@ -75,6 +75,7 @@ def test_the_reply_is_asked_during_the_hold_and_heard_only_after_the_endpoint(sp
     assert rec.llm_request_ms < rec.endpoint_ms  # the LLM worked during the hold ...
     assert rec.endpoint_ms <= rec.first_audio_ms  # ... and nothing played before the endpoint
     assert len(srv.records) == 1 and agent.wasted_preemptive == 0
+    assert rec.detector == {}  # vad mode: no verdict in the turn log
 
 
 def test_a_pause_mid_question_cancels_the_early_reply_and_counts_it(spoken, real_cache):
@@ -104,3 +105,79 @@ def test_semantic_waits_out_a_pause_mid_phrase_and_never_plays_the_early_reply(s
     assert "Wrong" not in repr(agent.history.messages)
     assert agent._gate.joined == 1
     assert len(srv.records) == 1 + agent.wasted_preemptive and agent.wasted_preemptive <= 1
+    assert set(recs[0].detector) == {"score", "hold_ms", "score_ms", "held"}  # the verdict, in the turn log
+
+
+def test_the_on_device_llm_is_warmed_up_while_the_user_speaks(spoken, real_cache, monkeypatch):
+    """On-device LLM: each partial caption prefills the conversation and the words heard so far, so the
+    reply's request reuses that prefix (a first turn's system prompt at least: a cold first turn reuses
+    nothing). The reply waits for a warm-up still running, however slow the machine. The warm-up at the
+    utterance's start edge always runs: nothing else owns the LLM then, its thread is started under the lock
+    (so the reply's wait sees it alive), and the only cuts (lag, the end edge, the wait's limit) are patched."""
+    from voxcli.audio.virtual import VirtualSpeaker
+    from voxcli.chat import preempt
+    from voxcli.chat.agent import Agent, AgentConfig
+    from voxcli.chat.models import open_chat_models
+
+    monkeypatch.setattr(preempt, "WARM_WAIT_S", 120.0)  # never cancelled by a loaded machine: a law, not a race
+    monkeypatch.setattr(preempt, "WARM_MAX_LAG_S", 1e9)  # nor skipped because the streamer lags on one
+    monkeypatch.setattr(preempt.PreemptMixin, "_yield_warm_up", lambda self: None)  # nor cut at the endpoint
+    models = open_chat_models(url=None, max_tokens=6)
+    seen: list[object] = []
+    agent = Agent(models.llm, models.asr, models.vad, models.voice.open_stream,
+                  VirtualSpeaker(models.voice.sample_rate, keep=False), AgentConfig(log_turns=False),
+                  on_event=seen.append, turn_detector=models.turn_detector).start()
+    try:
+        audio = np.concatenate([np.zeros(int(0.3 * 16000), np.float32), spoken["whole"]])
+        for block in np.array_split(audio, max(1, audio.size // BLOCK)):
+            agent.feed(block)
+            time.sleep(block.size / 16000)
+        t_end = time.monotonic()
+        while not agent.turns_done and time.monotonic() - t_end < 120:
+            agent.feed(np.zeros(BLOCK, np.float32))
+            time.sleep(BLOCK / 16000)
+    finally:
+        agent.close()
+        models.llm.cancel()  # the on-device client has no close() (no connection): stop what still generates
+    assert agent.error is None, agent.error
+    rec = next(e for e in seen if isinstance(e, TurnRecord))
+    assert agent.warm_ups >= 1 and "france" in rec.user.lower()
+    assert rec.llm_metrics["cached_tokens"] >= 20  # the system prompt and the user header, prefilled in the hold
+
+
+def test_a_warm_up_runs_only_while_the_user_speaks_and_is_cancelled_alone(real_cache, monkeypatch):
+    """A partial caption handled after the utterance's end edge (it was queued before it) starts no warm-up:
+    the final decode has the cores. A warm-up's thread runs from the moment it is recorded (a reply waiting
+    for it cannot see a not-yet-started thread as finished). Cancelling a warm-up stops its own generation,
+    not another one of the same engine (a reply's). Edges are given to the agent directly; no timing."""
+    from voxcli.audio.virtual import VirtualSpeaker
+    from voxcli.chat import preempt
+    from voxcli.chat.agent import Agent, AgentConfig
+    from voxcli.chat.models import open_chat_models
+    from voxcli.events import UtteranceEdge
+
+    monkeypatch.setattr(preempt, "WARM_MAX_LAG_S", 1e9)  # only silence is fed, but a loaded streamer may lag
+    models = open_chat_models(url=None, max_tokens=4)
+    engine = models.llm.engine
+    agent = Agent(models.llm, models.asr, models.vad, models.voice.open_stream,
+                  VirtualSpeaker(models.voice.sample_rate, keep=False), AgentConfig(log_turns=False)).start()
+    try:
+        agent.feed(np.zeros(2 * 16000, np.float32))  # silence: stamps for the edges' samples, no speech
+        agent._on_asr_event(UtteranceEdge(kind="start", utterance=0, sample=0.3))
+        assert agent.warm_ups == 1 and agent._warm.ident is not None  # started before it was visible
+        agent._warm.join(120)
+        agent._warm_up_on("What is the")  # in speech: a caption warms up
+        assert agent.warm_ups == 2
+        agent._warm.join(120)
+        agent._on_asr_event(UtteranceEdge(kind="end", utterance=0, sample=1.5, speech_end=1.3))
+        agent._warm_up_on("What is the capital")  # queued before the end edge, handled after it
+        assert agent.warm_ups == 2
+    finally:
+        agent.close()
+        models.llm.cancel()  # the on-device client has no close() (no connection): stop what still generates
+    msgs = [{"role": "user", "content": "Hello"}]
+    reply, warm = engine.start(msgs), engine.start(msgs)  # two generations of one engine, both registered
+    preempt._cancel_generation(warm)
+    assert list(warm) == [] and warm.stats.cancelled and warm.stats.t_first is None
+    list(reply)
+    assert not reply.stats.cancelled and reply.stats.t_first is not None  # the other one was not touched

@@ -211,7 +211,7 @@ def test_endpoint_mode_is_checked_before_models_load(runner, tmp_path, monkeypat
 
 def test_semantic_endpoint_answers_a_complete_question_after_the_short_hold(runner, turns, tmp_path):
     """--endpoint semantic: "What is the capital of France?" is a complete thought, so the turn ends
-    after the detector's short hold (200 ms), not the VAD's 500 ms."""
+    after the streamer's short hold (`SEMANTIC_MIN_HOLD_MS`, 200 ms), not the VAD's 500 ms."""
     from voxcli.chat.turn_detector import SEMANTIC_MIN_HOLD_MS
 
     with ChatServer(Script(replies=["Paris."])) as srv:

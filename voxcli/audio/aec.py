@@ -119,6 +119,8 @@ class EchoCanceller:
         self._window = int(WARMUP_WINDOW_S * rate)
         self.frames_without_reference = 0
         """Frames cancelled against silence because nothing was tapped for their time (no speaker open)."""
+        self.frames_too_late = 0
+        """Frames captured so long ago that their reference had left the timeline (`aec_ref.KEEP_S`)."""
 
     def process(self, block: np.ndarray, t_capture: float | None) -> np.ndarray:
         """Cancel the echo in `block` (captured from `t_capture` on; None: right after the last block).
@@ -138,7 +140,9 @@ class EchoCanceller:
         i = 0
         while x.size - i >= self.frame:
             at = self.reference.index_of(t_first + i / self.rate) + self._margin
-            if at + self.frame > known:
+            if at < known - self.reference.kept:
+                self.frames_too_late += 1
+            elif at + self.frame > known:
                 if x.size - i < self._hold:
                     break  # not played yet as far as we know: wait for the tap
                 self.frames_without_reference += 1
@@ -161,7 +165,7 @@ class EchoCanceller:
         if float(np.abs(far).max()) > FAR_ACTIVE:
             self._warmup -= 1
         w = self._window
-        if float(np.abs(self.reference.read(at - w, 2 * w + self.frame)).max()) > FAR_ACTIVE:
+        if self.reference.peak(at - w, 2 * w + self.frame) > FAR_ACTIVE:  # 10 ms block peaks: O(1) per frame
             return np.zeros_like(y)
         return y
 

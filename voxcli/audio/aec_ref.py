@@ -37,6 +37,11 @@ REANCHOR_S: Final = 0.02
 DRIFT_S: Final = 0.002
 """`DRIFT_BLOCKS` stamps in a row this far off the same way move the anchor by their median."""
 DRIFT_BLOCKS: Final = 8
+KEEP_S: Final = 10.0
+"""Played audio kept for the capture side: as much as `MicCapture` queues (10 s). A capture that
+falls behind by more than this (a starved process) is cancelled against silence, and the echo
+passes: with 4 s, `chat` at load 15-19 interrupted itself on echo words once the capture lagged
+by ~4 s (benchmarks/bench_barge_in.py --self-turns)."""
 
 
 def _stamp(time_info: Any, field: str) -> tuple[float, float] | None:
@@ -60,6 +65,43 @@ def capture_time(time_info: Any, frames: int, rate: float, latency: float, clock
     now = clock()
     s = _stamp(time_info, "inputBufferAdcTime")
     return now + (s[0] - s[1] if s else -latency - frames / rate)
+
+
+class PlayHead:
+    """How many samples an output stream had *heard* by a time, from its callbacks' DAC stamps.
+
+    Why: a reply cut off by a barge-in keeps the words the user heard, and the
+    samples handed to PortAudio are not heard yet: they sit in the device's
+    buffer for the output latency (tens of ms, more on Bluetooth or a loaded
+    sound server). Each callback that played audio records (samples handed
+    before it, the time its first sample reaches the DAC, how many it played);
+    the play head at `now` is the latest such block that has started, plus how
+    far into it `now` is. Silence padded by an underrun plays nothing and is
+    not counted, so a stall moves the head late, as the listener hears it.
+    """
+
+    def __init__(self, rate: float, keep: int = 256) -> None:
+        self.rate = rate
+        self._blocks: collections.deque[tuple[int, float, int]] = collections.deque(maxlen=keep)
+
+    def record(self, before: int, t_dac: float, n: int) -> None:
+        """A callback played `n` samples (samples `before`..`before + n`) from `t_dac` on (n 0: nothing)."""
+        if n > 0:
+            self._blocks.append((before, t_dac, n))
+
+    def heard(self, now: float) -> int:
+        """Samples heard by `now` (over the stream's lifetime)."""
+        for before, t, n in reversed(self._blocks):
+            if t <= now:
+                return before + min(n, int((now - t) * self.rate))
+        return self._blocks[0][0] if self._blocks else 0
+
+    def time_of(self, sample: int) -> float | None:
+        """When sample `sample` reached the DAC (None: not played, or too long ago to be kept)."""
+        for before, t, n in reversed(self._blocks):
+            if before <= sample < before + n:
+                return t + (sample - before) / self.rate
+        return None
 
 
 class Anchor:
@@ -110,11 +152,15 @@ class Anchor:
 class ReferenceTimeline:
     """Played audio at `rate`, by time; `tap()` from the output callback, `read()` from the capture side."""
 
-    def __init__(self, rate: int, *, keep_s: float = 4.0, clock: Any = time.monotonic) -> None:
+    def __init__(self, rate: int, *, keep_s: float = KEEP_S, clock: Any = time.monotonic) -> None:
         self.rate = rate
         self.t0 = clock()
         """Clock time of ring index 0."""
-        self._ring = np.zeros(int(keep_s * rate), np.float32)
+        self._block = max(1, rate // 100)
+        n = -(-int(keep_s * rate) // self._block) * self._block  # whole 10 ms blocks
+        self._ring = np.zeros(n, np.float32)
+        self._peaks = np.zeros(n // self._block, np.float32)
+        """Peak |x| of each 10 ms block of the ring (absolute block b at b % len): `peak()` in O(1) per block."""
         self._end = 0  # absolute index one past the last sample written
         self._pending: collections.deque[tuple[np.ndarray, float, int]] = collections.deque(maxlen=512)
         self._lock = threading.Lock()
@@ -140,9 +186,55 @@ class ReferenceTimeline:
             out = np.zeros(n, np.float32)
             lo, hi = max(start, self._end - self._ring.size), min(start + n, self._end)
             if hi > lo:
-                idx = np.arange(lo, hi) % self._ring.size
-                out[lo - start : hi - start] = self._ring[idx]
+                self._copy_out(lo, hi, out[lo - start : hi - start])
             return out
+
+    def peak(self, start: int, n: int) -> float:
+        """max |x| over samples [start, start + n), as `np.abs(read(start, n)).max()` gives it (0 if empty).
+
+        Whole 10 ms blocks inside the window come from the per-block peaks kept by
+        `_write`, only the two part-blocks at its edges are scanned: the warm-up asks
+        this for a 610 ms window on every 10 ms frame.
+        """
+        with self._lock:
+            self._absorb()
+            lo, hi = max(start, self._end - self._ring.size), min(start + n, self._end)
+            if hi <= lo:
+                return 0.0
+            b = self._block
+            first, last = -(-lo // b), hi // b  # whole blocks [first, last)
+            if first >= last:
+                return self._scan(lo, hi)
+            nb = self._peaks.size
+            i, j = first % nb, last % nb
+            whole = self._peaks[i:j] if i < j else np.concatenate([self._peaks[i:], self._peaks[:j]])
+            return max(float(whole.max()), self._scan(lo, first * b), self._scan(last * b, hi))
+
+    def _scan(self, lo: int, hi: int) -> float:
+        """max |x| over ring samples [lo, hi) (less than a block: the window's edges)."""
+        if hi <= lo:
+            return 0.0
+        size = self._ring.size
+        i = lo % size
+        part = self._ring[i : i + hi - lo]
+        peak = max(float(part.max()), -float(part.min()))
+        if part.size < hi - lo:  # wrapped
+            rest = self._ring[: hi - lo - part.size]
+            peak = max(peak, float(rest.max()), -float(rest.min()))
+        return peak
+
+    def _copy_out(self, lo: int, hi: int, dst: np.ndarray) -> None:
+        """Ring samples [lo, hi) (absolute, within the ring's span) into `dst`: at most two slices."""
+        size = self._ring.size
+        i = lo % size
+        k = min(hi - lo, size - i)
+        dst[:k] = self._ring[i : i + k]
+        dst[k:] = self._ring[: hi - lo - k]
+
+    @property
+    def kept(self) -> int:
+        """Samples the timeline keeps (older ones read as silence)."""
+        return self._ring.size
 
     @property
     def reanchors(self) -> int:
@@ -187,10 +279,27 @@ class ReferenceTimeline:
         if y.size == 0:
             return
         size = self._ring.size
-        if at > self._end:  # a gap: silence was played (or nothing was)
-            gap = np.arange(self._end, at)[-size:]
-            self._ring[gap % size] = 0.0
         if y.size > size:  # longer than the ring: only its end is kept
             at, y = at + y.size - size, y[-size:]
-        self._ring[np.arange(at, at + y.size) % size] = y
+        lo = at
+        if at > self._end:  # a gap: silence was played (or nothing was)
+            lo = max(self._end, at - size)
+            self._copy_in(lo, np.zeros(at - lo, np.float32))
+        self._copy_in(at, y)
         self._end = max(self._end, at + y.size)
+        self._update_peaks(max(lo, at + y.size - size), at + y.size)
+
+    def _copy_in(self, at: int, y: np.ndarray) -> None:
+        """`y` (at most the ring's size) into the ring from absolute index `at`: at most two slices."""
+        size = self._ring.size
+        i = at % size
+        k = min(y.size, size - i)
+        self._ring[i : i + k] = y[:k]
+        self._ring[: y.size - k] = y[k:]
+
+    def _update_peaks(self, lo: int, hi: int) -> None:
+        """Recompute the peaks of the blocks that samples [lo, hi) touched, from the ring."""
+        b, nb = self._block, self._peaks.size
+        first, last = lo // b, -(-hi // b)
+        idx = np.arange(first, min(last, first + nb)) % nb
+        self._peaks[idx] = np.abs(self._ring.reshape(nb, b)[idx]).max(axis=1)

@@ -21,7 +21,7 @@ from typing import Any, Callable, Final, Iterator
 
 import numpy as np
 
-from voxcli.audio.aec_ref import capture_time, playback_time
+from voxcli.audio.aec_ref import PlayHead, capture_time, playback_time
 from voxcli.audio.pcm import StreamResampler
 from voxcli.errors import DeviceUnavailableError
 
@@ -171,17 +171,30 @@ class Player:
         self._closed = False
         self.underflows = 0
         self.played_samples = 0
+        """Device-rate samples handed to PortAudio (heard an output latency later: `heard()`)."""
+        self.epoch = 0
+        """Bumped by `flush()`: a write that began before it is dropped."""
+        self._accepted = 0  # play-head index (at sample_rate) of the next sample written
+        self._paused = False  # `pause()`: the callback plays silence, the queue waits
+        self._pause_until: float | None = None  # monotonic time a pause expires by itself (None: never)
+        self._tail_due = False  # the resampler holds input that `drain` must flush out
+        self._head = PlayHead(self.device_rate)
+        self._latency = 0.0  # the stream's output latency, read once it is open (0 during its first callbacks)
         self._stream = _start(sd.OutputStream, f"audio output {self.device_name!r}", samplerate=self.device_rate,
                               device=index, latency=latency, callback=self._callback)
+        self._latency = float(getattr(self._stream, "latency", 0.0) or 0.0)
 
     def _callback(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         # Runs on the PortAudio thread: copy what is queued, pad with silence, never block.
         out = outdata[:, 0]
         filled = 0
+        t_dac = playback_time(time_info, self._latency)
         with self._cond:
             if status and status.output_underflow:
                 self.underflows += 1
-            while filled < frames and self._buf:
+            if self._paused and self._pause_until is not None and time.monotonic() >= self._pause_until:
+                self._paused = False  # nothing resumed or flushed it in time: play on (`pause`)
+            while filled < frames and self._buf and not self._paused:
                 head = self._buf[0]
                 n = min(frames - filled, head.size - self._offset)
                 out[filled:filled + n] = head[self._offset:self._offset + n]
@@ -191,44 +204,109 @@ class Player:
                     self._buf.popleft()
                     self._offset = 0
             self._queued -= filled
+            self._head.record(self.played_samples, t_dac, filled)
             self.played_samples += filled
             self._cond.notify_all()
         out[filled:] = 0.0
         if self.on_played is not None:  # what the DAC gets, resampled and padded: the AEC's reference
-            stream = getattr(self, "_stream", None)  # not yet set during the first callbacks
-            self.on_played(out.copy(), playback_time(time_info, float(getattr(stream, "latency", 0.0) or 0.0)),
-                           self.device_rate)
+            self.on_played(out.copy(), t_dac, self.device_rate)
 
     @property
     def buffered_s(self) -> float:
         return self._queued / float(self.device_rate)
 
-    def write(self, audio: np.ndarray, timeout: float | None = None) -> None:
-        """Queue audio; blocks while the buffer is full (wakes every 50 ms; stops if closed)."""
+    def write(self, audio: np.ndarray, timeout: float | None = None, *, epoch: int | None = None,
+              ahead_s: float | None = None) -> int | None:
+        """Queue audio; blocks while the buffer is full (wakes every 50 ms; stops if closed).
+
+        `ahead_s`: wait only until no more than this is queued, then take the whole block (a
+        writer that keeps the device that far ahead whatever its block sizes). Returns the
+        play-head index (`heard()`'s count, at `sample_rate`) of its first sample, or None
+        when it was dropped: closed, or flushed since `epoch` (default: now).
+        """
         audio = np.asarray(audio, np.float32).reshape(-1)
+        epoch = self.epoch if epoch is None else epoch
+        n_in = audio.size
         if self._resampler is not None:
             audio = self._resampler.process(audio)
-        if audio.size == 0:
-            return
         deadline = None if timeout is None else time.monotonic() + timeout
+        room = self._max - audio.size if ahead_s is None else int(ahead_s * self.device_rate)
         with self._cond:
-            while self._queued + audio.size > self._max and self._queued > 0 and not self._closed:
+            while self._queued > room and self._queued > 0 and not self._closed and epoch == self.epoch:
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError("audio output did not accept data in time")
                 self._cond.wait(0.05)
-            if self._closed:
-                return
-            self._buf.append(audio.copy())
-            self._queued += audio.size
+            if self._closed or epoch != self.epoch:
+                return None
+            at, self._accepted = self._accepted, self._accepted + n_in
+            self._tail_due = self._resampler is not None
+            if audio.size:
+                self._buf.append(audio.copy())
+                self._queued += audio.size
+            return at
+
+    def heard(self, now: float | None = None) -> int:
+        """Samples (at `sample_rate`) that had reached the listener by `now` (monotonic; default now).
+
+        From the callbacks' DAC stamps (`voxcli.audio.aec_ref.PlayHead`): what was
+        handed to the device minus what its output latency still holds.
+        """
+        with self._cond:
+            return self._at_rate(self._head.heard(time.monotonic() if now is None else now))
+
+    def flush(self) -> int:
+        """Drop the queued audio, keep the stream running (barge-in: silence within the output
+        latency, no new stream to open). Writes begun before it are dropped.
+
+        Returns what the listener *will have heard* (at `sample_rate`): everything handed to
+        PortAudio, since the audio already in the device's buffer still plays after the flush
+        (one output latency). The history keeps the words the user heard, and those are heard;
+        `heard()` at this moment would drop them.
+        """
+        with self._cond:
+            self.epoch += 1
+            self._buf.clear()
+            self._offset = self._queued = 0
+            self._paused, self._pause_until = False, None
+            if self._resampler is not None:  # its history is the dropped audio's
+                self._resampler = StreamResampler(self.sample_rate, self.device_rate)
+            self._tail_due = False
+            self._accepted = self._at_rate(self.played_samples)  # what is in the device's buffer still plays
+            self._cond.notify_all()
+            return self._accepted
+
+    def pause(self, max_s: float | None = None) -> None:
+        """Play silence from the next callback on, keeping the queue (a possible barge-in: `resume` or `flush`).
+
+        `max_s`: it ends by itself after that long. Whoever paused may never come back (the input
+        ended, a stuck ASR worker), and a paused queue would block `write` and `drain` for good.
+        """
+        with self._cond:
+            self._paused = True
+            self._pause_until = None if max_s is None else time.monotonic() + max_s
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused, self._pause_until = False, None
+            self._cond.notify_all()
+
+    def _at_rate(self, device_samples: int) -> int:
+        if self.device_rate == self.sample_rate:
+            return device_samples
+        return int(round(device_samples * self.sample_rate / self.device_rate))
 
     def drain(self, timeout: float | None = None) -> bool:
         """Wait until everything written has been played (plus the device latency)."""
-        if self._resampler is not None:
-            tail = self._resampler.process(np.zeros(0, np.float32), last=True)
-            if tail.size:
-                with self._cond:
+        with self._cond:  # a flush cannot come between: its fresh resampler has no tail (`_tail_due`)
+            if self._resampler is not None and self._tail_due:
+                tail = self._resampler.process(np.zeros(0, np.float32), last=True)
+                if tail.size:
                     self._buf.append(tail)
                     self._queued += tail.size
+                # a flushed soxr stream takes no more input ("Input after last input"): the next
+                # reply on this stream (chat drains after every reply) starts a fresh one, once
+                self._resampler = StreamResampler(self._resampler.from_rate, self._resampler.to_rate)
+                self._tail_due = False
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while self._queued > 0 and not self._closed:
@@ -236,7 +314,7 @@ class Player:
                     return False
                 self._cond.wait(0.05)
         if not self._closed:
-            time.sleep(float(getattr(self._stream, "latency", 0.0) or 0.0))
+            time.sleep(self._latency)
         return True
 
     def abort(self) -> None:
@@ -276,14 +354,14 @@ class MicCapture:
         """Monotonic time the first sample of the block `read()` last returned was captured (for the AEC)."""
         self.overflows = 0
         self._closed = False
+        self._latency = 0.0  # the stream's input latency, read once it is open (0 during its first callbacks)
         self._stream = _start(sd.InputStream, f"microphone {self.device_name!r}", samplerate=self.device_rate,
                               device=index, blocksize=blocksize, callback=self._callback)
+        self._latency = float(getattr(self._stream, "latency", 0.0) or 0.0)
 
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         # PortAudio thread: hand a copy over; if the consumer is stuck, drop the oldest block.
-        stream = getattr(self, "_stream", None)
-        block = (indata[:, 0].copy(), capture_time(time_info, frames, self.device_rate,
-                                                   float(getattr(stream, "latency", 0.0) or 0.0)))
+        block = (indata[:, 0].copy(), capture_time(time_info, frames, self.device_rate, self._latency))
         try:
             self._queue.put_nowait(block)
         except queue.Full:

@@ -68,15 +68,20 @@ class VirtualSpeaker:
 
     # -- writer side --------------------------------------------------------------
 
-    def write(self, audio: np.ndarray) -> int | None:
+    @property
+    def epoch(self) -> int:
+        """Bumped by `stop()`: pass it to `write` to drop a write that comes after the stop."""
+        return self._epoch
+
+    def write(self, audio: np.ndarray, *, epoch: int | None = None) -> int | None:
         """Queue `audio` to play after what is queued; block while the queue is full.
 
         Returns the play-head index of its first sample, or None if `stop()`
-        or `close()` happened while waiting (the audio is dropped).
+        or `close()` happened while waiting, or since `epoch` (the audio is dropped).
         """
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         with self._cond:
-            epoch = self._epoch
+            epoch = self._epoch if epoch is None else epoch
             while not self._closed and epoch == self._epoch:
                 ahead = self._play_end - self.clock()
                 if ahead <= self.max_ahead_s:
@@ -215,45 +220,76 @@ class VirtualSpeaker:
 
 
 class DeviceSpeaker:
-    """A real output device whose play head is the virtual clock (device latency ignored).
+    """A real output device; its play head is the device's own (`Player.heard`: DAC stamps).
 
-    Barge-in must drop queued audio *and keep playing later replies*; the
-    device `Player` can only abort for good, so `stop()` swaps in a fresh one.
+    Barge-in must drop queued audio *and keep playing later replies*: `stop()`
+    flushes the one output stream (`Player.flush`), so the sound stops within
+    the device's output latency and no new stream is opened; what was heard
+    is the device's play position, not a clock estimate. The writer is paced
+    by the device too (`max_ahead_s` queued beyond what it has taken): a
+    sound server starved by a loaded CPU plays late, and a clock that assumed
+    real time would run ahead of it until writes timed out.
     """
+
+    WRITE_TIMEOUT_S = 10.0
+    """A device that takes nothing for this long is gone: the write raises TimeoutError."""
+    ECHO_WARMUP_S = 2.0
+    """Audible reply the echo canceller must have had before a speech run may pause the reply: its
+    own warm-up (`AECConfig.warmup_s`, 1 s of far end) plus the capture's lag behind the output."""
 
     def __init__(self, sample_rate: int, device: int | str | None = None, *, max_ahead_s: float = 0.4,
                  on_played: Callable[[np.ndarray, float, int], None] | None = None) -> None:
         from voxcli.audio.devices import Player
 
-        # on_played: the echo canceller's reference tap, handed to every Player (`voxcli.audio.aec_ref`)
-        self._make = lambda: Player(sample_rate, device, max_buffer_s=max(1.0, 2 * max_ahead_s), on_played=on_played)
+        # on_played: the echo canceller's reference tap (`voxcli.audio.aec_ref`)
         self.sample_rate = sample_rate
-        self._clock = VirtualSpeaker(sample_rate, max_ahead_s=max_ahead_s, keep=False)
-        self._player = self._make()
-        self._lock = threading.Lock()
+        self.max_ahead_s = max_ahead_s
+        self._echo_s = 0.0  # audible reply handed to the echo canceller's reference
+        self._aec = on_played is not None
+        self._player = Player(sample_rate, device, on_played=self._tap(on_played) if on_played else None)
 
-    def write(self, audio: np.ndarray) -> int | None:
-        at = self._clock.write(audio)
-        if at is not None:
-            with self._lock:
-                player = self._player
-            player.write(audio, timeout=2.0)
-        return at
+    def _tap(self, on_played: Callable[[np.ndarray, float, int], None]) -> Callable[[np.ndarray, float, int], None]:
+        def tap(out: np.ndarray, t_play: float, rate: int) -> None:
+            on_played(out, t_play, rate)
+            if self._echo_s < self.ECHO_WARMUP_S and out.size and float(np.abs(out).max()) > 0.01:
+                self._echo_s += out.size / rate  # 0.01: `voxcli.audio.aec.FAR_ACTIVE`
+        return tap
+
+    def can_pause(self) -> bool:
+        """Whether a speech run may pause the reply: only with the echo cancelled, past its warm-up.
+
+        Without a canceller (`--no-aec` on speakers) or before it has converged, the reply's own
+        echo is a speech run: every resume would start a new one, a pause/resume loop.
+        """
+        return self._aec and self._echo_s >= self.ECHO_WARMUP_S
+
+    @property
+    def epoch(self) -> int:
+        """Bumped by `stop()`: a `write(..., epoch=)` from before it is dropped."""
+        return self._player.epoch
+
+    def write(self, audio: np.ndarray, *, epoch: int | None = None) -> int | None:
+        """Queue `audio` once no more than `max_ahead_s` waits to be played; its play-head index,
+        or None when a `stop()`/`close()` dropped it (since `epoch`, when given)."""
+        return self._player.write(audio, timeout=self.WRITE_TIMEOUT_S, epoch=epoch, ahead_s=self.max_ahead_s)
 
     def stop(self) -> int:
-        played = self._clock.stop()
-        with self._lock:
-            old, self._player = self._player, self._make()
-        old.abort()
-        return played
+        """Drop the queued audio; what the listener will have heard (`Player.flush`)."""
+        return self._player.flush()
+
+    def pause(self, max_s: float | None = None) -> None:
+        """Silence at once, keeping the queued audio: speech that may be a barge-in (`resume` or
+        `stop`); after `max_s` it plays on by itself."""
+        self._player.pause(max_s)
+
+    def resume(self) -> None:
+        self._player.resume()
 
     def drain(self, timeout: float | None = None) -> bool:
-        return self._clock.drain(timeout)
+        return self._player.drain(timeout)
 
     def played_samples(self) -> int:
-        return self._clock.played_samples()
+        return self._player.heard()
 
     def close(self) -> None:
-        self._clock.close()
-        with self._lock:
-            self._player.abort()
+        self._player.abort()

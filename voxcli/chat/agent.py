@@ -112,7 +112,7 @@ class Agent(ListeningMixin, PreemptMixin):
         self._lock = threading.RLock()
         self._closed = threading.Event()
         self._turns: queue.Queue[PendingTurn] = queue.Queue()
-        self._gate = TurnGate(self._turns.put, turn_detector, clock)
+        self._gate = TurnGate(self._turns.put, turn_detector, clock, heard=self._heard_until)  # holds: audio heard
         self._gate.start_early = self._start_early  # semantic: the LLM starts while the detector scores
         self._reply: Reply | None = None
         self._turn_running = False
@@ -124,6 +124,7 @@ class Agent(ListeningMixin, PreemptMixin):
         self._utt_words = ""  # current (non-final) caption text
         self._recent: list[str] = []  # the assistant's latest words
         self._shared_vad = self._listen_to_shared_vad()  # one VAD pass: the streamer's, when it is shared
+        self._init_preempt()  # the LLM warm-up while the user speaks; the audio heard (voxcli.chat.preempt)
         self._listen_to_streamer()  # utterance edges and speculative finals
         self._threads = [
             threading.Thread(target=self._guard(self._caption_loop), name="voxcli-agent-asr", daemon=True),
@@ -157,6 +158,7 @@ class Agent(ListeningMixin, PreemptMixin):
             return
         self._closed.set()
         self._gate.close()
+        self._end_pause()
         with self._lock:
             r = self._reply
         for fn in (getattr(self.llm, "cancel", None), getattr(r.tts, "cancel", None) if r else None,
@@ -171,7 +173,8 @@ class Agent(ListeningMixin, PreemptMixin):
                 t.join(timeout=2.0)
         # Wait for the workers' model calls to end: a native call still running while the
         # interpreter exits aborts the process (onnxruntime's threads) instead of exiting 130.
-        for wait in (getattr(r.tts, "join", None) if r else None, getattr(self.asr, "finish", None)):
+        for wait in (getattr(r.tts, "join", None) if r else None, getattr(self.asr, "finish", None),
+                     self._finish_warm):
             if wait is not None:
                 try:
                     wait(2.0)
@@ -180,6 +183,8 @@ class Agent(ListeningMixin, PreemptMixin):
 
     def finish(self, timeout: float = 30.0) -> None:
         """End of input: let the ASR commit the last utterance, then wait for the turns."""
+        self._input_over = True  # no more audio: holds are judged in wall time (voxcli.chat.turn_gate)
+        self._end_pause()  # no VAD will come to end it
         try:
             self.asr.finish(timeout)
         except Exception:  # noqa: BLE001 - an ASR error surfaces through the caption loop
@@ -200,7 +205,8 @@ class Agent(ListeningMixin, PreemptMixin):
             self.on_event(cap)
             if not cap.is_final:
                 self._utt_words = f"{cap.stable} {cap.volatile}"
-                self._maybe_barge_in()
+                self._maybe_barge_in(decoded=True)
+                self._warm_up_on(self._utt_words)
                 continue
             self._utt_words = ""
             self._on_final(cap)
@@ -251,9 +257,7 @@ class Agent(ListeningMixin, PreemptMixin):
         """One reply: stream the LLM into the TTS while it plays, then record what was heard."""
         turn = self._n_turns
         self._n_turns += 1
-        messages = ([{"role": "system", "content": self.config.system}] if self.config.system else []) + list(
-            self.history.messages
-        ) + [{"role": "user", "content": pending.text}]
+        messages = self._messages(pending.text)
         reply = Reply(turn=turn, tts=self.tts_factory(), clock=pending.clock, speculation=pending.speculation)
         if reply.speculation is None:
             self._announce(reply, pending.text)
@@ -290,9 +294,12 @@ class Agent(ListeningMixin, PreemptMixin):
         """Send the LLM's deltas to the TTS as they come (until a barge-in); the final delta's metrics."""
         clock = reply.clock
         clock.llm_request = self.clock()
+        self._finish_warm()  # its prefill is this request's prefix
         for d in self.llm.stream(messages):
             if d.is_final:
                 return dict(d.metrics)
+            if reply.speculation is not None and reply.speculation.dropped:
+                break  # the user went on before this early reply's cancel could reach it (voxcli.chat.preempt)
             if not d.text:
                 continue
             if clock.llm_first_token is None:
@@ -332,7 +339,7 @@ class Agent(ListeningMixin, PreemptMixin):
         rec = make_record(
             reply.turn, reply.clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
             cut_off=cut_off, llm=str(getattr(self.llm, "name", type(self.llm).__name__)), llm_metrics=metrics,
-            preemptive=reply.speculation is not None, wasted_preemptive=wasted,
+            preemptive=reply.speculation is not None, wasted_preemptive=wasted, detector=pending.detector,
         )
         self.records.append(rec)
         self.turns_done += 1
@@ -342,6 +349,7 @@ class Agent(ListeningMixin, PreemptMixin):
 
     def _play(self, reply: Reply) -> None:
         """Move TTS audio to the speaker, remembering which text each sample speaks."""
+        epoch = getattr(self.speaker, "epoch", None)  # a write after a barge-in's stop() is dropped
         for chunk in reply.tts.output:
             if not isinstance(chunk, AudioChunk):
                 continue
@@ -356,7 +364,7 @@ class Agent(ListeningMixin, PreemptMixin):
                 if not self._await_verdict(reply):
                     continue  # dropped: the user went on
                 self._announce(reply, reply.speculation.text)
-            at = self.speaker.write(chunk.audio)
+            at = self.speaker.write(chunk.audio) if epoch is None else self.speaker.write(chunk.audio, epoch=epoch)
             if at is None:
                 continue
             if reply.clock.first_audio is None:

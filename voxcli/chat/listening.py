@@ -32,6 +32,12 @@ from voxcli.events import BargeIn
 
 UTTERANCES_KEPT = 8
 """Utterances awaiting their transcript that the agent remembers (older ones were empty to the ASR)."""
+PAUSE_MIN_S = 0.8
+"""Longest a pause waits, once its run has ended, for a decode (the ASR's first decode of a short word comes late)."""
+PAUSE_MAX_S = 2.0
+"""Longest the reply stays paused on speech without a word that is not its echo (then it plays on)."""
+PAUSE_EXPIRES_S = PAUSE_MAX_S + 0.5
+"""The speaker ends the pause by itself after this long: when no VAD batch or caption comes to end it."""
 
 
 class ListeningMixin:
@@ -39,6 +45,12 @@ class ListeningMixin:
 
     vad: Any
     asr: Any
+    _paused_at: float | None = None
+    """When the reply was paused on a speech run that no word has confirmed yet (None: not paused)."""
+    _paused_reply: Any = None
+    """The reply that had its one unconfirmed pause already (a second run does not pause it)."""
+    _run_over = False
+    """The paused run has ended (the VAD saw silence since the pause)."""
 
     def _listen_to_shared_vad(self) -> bool:
         """Subscribe to the streamer's VAD pass when the scorer is shared; True if so."""
@@ -125,17 +137,35 @@ class ListeningMixin:
             return (self._in_speech or pending_ep or self._turn_running or not self._turns.empty()
                     or self._gate.holding)
 
-    def _maybe_barge_in(self) -> None:
+    def _maybe_barge_in(self, decoded: bool = False) -> None:
+        """Speech over the reply: pause it at once on the VAD run, barge in on the first word that is
+        not its echo, play on when none came (`_hold_or_resume`). `decoded`: called for a caption.
+
+        Why pause first: the words come with the ASR's first decode, 0.5 s or more after the
+        run, and a user who talks over the reply must not hear it go on meanwhile; a run that was
+        the reply's own echo (or a cough) ends when the reply pauses, and the reply resumes. What
+        barges in is unchanged (a run of `barge_in_ms` and a fresh word at the same time): the
+        pause only silences the reply while that is being decided. Only where the run cannot be
+        the reply's own echo (`speaker.can_pause()`), and once per reply.
+        """
         cfg = self.config
-        if cfg.half_duplex or self._run_frames * FRAME * 1000 < cfg.barge_in_ms * SAMPLE_RATE:
+        if cfg.half_duplex:
             return
+        # The pause takes the barge-in's own run: a 128 ms run paused 3-13 times per reply on the
+        # echo's residue (null sink, benchmarks/bench_barge_in.py --self-turns), against ~1 in 20.
+        run = self._run_frames * FRAME * 1000 >= cfg.barge_in_ms * SAMPLE_RATE
         with self._lock:
+            if not run and self._paused_at is None:
+                return
             reply = self._reply
             if reply is None or reply.barged or not self._turn_running:
+                self._resume()
                 return
-            fresh = non_echo_words(self._utt_words, self._recent)
+            fresh = non_echo_words(self._utt_words, self._recent) if run else []  # the run AND a word, as ever
             if not fresh:
+                self._hold_or_resume(run, reply, decoded)
                 return
+            self._paused_at = None  # stop() below drops the paused audio too
             reply.barged = True
             if self._utts:
                 self._utts[max(self._utts)].barged = True
@@ -144,6 +174,34 @@ class ListeningMixin:
             played = self.speaker.stop()
             reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate, written=reply.received)
         self.on_event(BargeIn(reply.turn, reply.heard_at_barge, " ".join(fresh)))
+
+    def _hold_or_resume(self, run: bool, reply: Any, decoded: bool) -> None:
+        """No fresh word (under the lock): pause on a run, resume a pause nothing confirmed.
+
+        A pause ends as soon as a decode that comes after its run ended brings no fresh word
+        (the ASR's worker runs the VAD pass, so that decode covers the run), else `PAUSE_MIN_S`
+        after the pause at most once the run is over, or `PAUSE_MAX_S` while it lasts.
+        """
+        if self._paused_at is None:
+            pause, can = getattr(self.speaker, "pause", None), getattr(self.speaker, "can_pause", None)
+            if run and self._paused_reply is not reply and pause is not None and can is not None and can():
+                self._paused_at, self._paused_reply, self._run_over = self.clock(), reply, False
+                pause(PAUSE_EXPIRES_S)
+            return
+        self._run_over = self._run_over or self._run_frames == 0
+        held = self.clock() - self._paused_at
+        if (self._run_over and (decoded or held >= PAUSE_MIN_S)) or held > PAUSE_MAX_S:
+            self._resume()
+
+    def _resume(self) -> None:
+        if self._paused_at is not None:
+            self._paused_at = None
+            getattr(self.speaker, "resume", lambda: None)()
+
+    def _end_pause(self) -> None:
+        """Play on now (end of input, close): no VAD batch or caption may come to end the pause."""
+        with self._lock:
+            self._resume()
 
     def _wall_of(self, sample: int) -> float:
         """Wall time at which the streamer's sample `sample` was captured (its samples are the fed ones)."""

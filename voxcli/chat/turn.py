@@ -72,6 +72,8 @@ class PendingTurn:
     clock: TurnClock
     speculation: Any = None
     """Set for a preemptive reply (`voxcli.chat.preempt`): started before the endpoint was confirmed."""
+    detector: dict[str, float] = field(default_factory=dict)
+    """The semantic turn detector's verdict on this text (`voxcli.chat.turn_gate`); empty in vad mode."""
 
 
 class FeedClock:

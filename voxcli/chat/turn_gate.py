@@ -3,13 +3,25 @@
 vad: every ASR final is a turn (the streamer's hold, `asr.endpoint_ms`, did the
 waiting).
 
-semantic: the streamer runs with the short hold of a complete thought
-(`HoldPolicy.min_ms`), and the gate asks the turn detector about the words so
-far: complete -> the turn goes at once; mid-phrase -> it is held until the
-policy's longer hold has passed since the end of speech. If the user speaks
+semantic: the streamer runs with the shortest hold (`HoldPolicy.min_ms`,
+200 ms), and the gate asks the turn detector about the words so far:
+complete -> the turn goes once `HoldPolicy.complete_ms` (by default the same
+200 ms: usually already passed when the final comes) has passed since the end
+of speech (a reply started early keeps running meanwhile: `settle` is told at
+the release); mid-phrase -> it is held until the policy's longer hold has
+passed (the early reply is cancelled at once). If the user speaks
 again meanwhile, the next final is joined to the held words and judged again,
 so "I'd like to order a ... pizza" is one turn. A held turn whose follow-up
 speech yields no words is released `RESUME_GRACE_S` after that speech ends.
+
+Holds are counted in audio the ASR has heard (`heard`: the capture time of
+the last frame its VAD scored), not in wall time: on a loaded machine the
+streamer lags the mic, and a wall-clock hold would release "I'd like to order
+a" while the words that follow the pause still wait, unheard, in its inbox.
+
+Each verdict is kept with its turn (`PendingTurn.detector`, the turn log's
+`detector`): the score, the hold it chose, how long the final waited for the
+score (0 when it was ready: prefetched during the hold), and whether it held.
 """
 from __future__ import annotations
 
@@ -36,37 +48,54 @@ class _Held:
     clock: TurnClock
     deadline: float | None
     """perf_counter time at which the turn goes; None while the user speaks again."""
+    verdict: dict[str, float]
+    settle: Callable[[bool, dict], bool] | None = None
+    """The early reply kept running through a short hold (a complete thought): told at the release."""
 
 
 class TurnGate:
     """Receives finals (`final`), releases turns through `put`; `poll()` releases held turns when due."""
 
     def __init__(self, put: Callable[[PendingTurn], None], detector: Any = None,
-                 clock: Callable[[], float] = time.perf_counter) -> None:
-        self.put, self.detector, self.clock = put, detector, clock
+                 clock: Callable[[], float] = time.perf_counter, heard: Callable[[], float] | None = None) -> None:
+        self.put, self.detector, self.clock, self.heard = put, detector, clock, heard
+        """`heard()`: the `clock` time up to which the audio has been heard (None: all of it, `clock()`)."""
         self.held_turns = 0
-        """Turns the detector held past the short hold (mid-phrase pauses)."""
+        """Turns the detector held past the streamer's hold (mid-phrase pauses; complete but not confident)."""
         self.joined = 0
         """Finals joined to a held turn (pauses that did not end the turn)."""
         self.last_score: float | None = None
-        self.start_early: Callable[[str, TurnClock], Callable[[bool], bool] | None] | None = None
+        self.start_early: Callable[[str, TurnClock], Callable[[bool, dict], bool] | None] | None = None
         """Semantic mode: called with a fresh final before it is scored; may start the reply at once and
-        return `settle(released)`, told the verdict (True: the early reply is the turn, nothing is put)."""
+        return `settle(released, verdict)`, told the verdict (True: the early reply is the turn, nothing is put)."""
         self._held: _Held | None = None
         self._lock = threading.Lock()
         self._prefetch: queue.Queue[str] = queue.Queue(maxsize=1)
         self._closed = threading.Event()
         self._worker: threading.Thread | None = None
 
+    def _now(self) -> float:
+        """The time the holds are judged at: the audio heard so far (see the module docstring)."""
+        now = self.clock()
+        return now if self.heard is None else min(now, self.heard())
+
     @property
     def holding(self) -> bool:
         return self._held is not None
+
+    @property
+    def held_text(self) -> str | None:
+        """The words of a held turn (the next final is joined to them), None when none is held."""
+        h = self._held
+        return None if h is None else h.text
 
     def final(self, text: str, clock: TurnClock) -> None:
         """An ASR final: release a turn now, or hold it (semantic mode, mid-phrase)."""
         with self._lock:
             held, self._held = self._held, None
         if held is not None:
+            if held.settle is not None:
+                held.settle(False, held.verdict)  # the user went on: the reply to the first part is not heard
             text = f"{held.text} {text}"
             clock.speech_end = clock.speech_end if clock.speech_end is not None else held.clock.speech_end
             self.joined += 1
@@ -75,19 +104,23 @@ class TurnGate:
             return
         # the LLM may start while the detector scores (2 cores): the verdict confirms or cancels it
         settle = self.start_early(text, clock) if self.start_early is not None and held is None else None
+        t0 = time.perf_counter()
         self.last_score = score = self.detector.score(text)
-        hold_s = self.detector.policy.hold_ms(score) / 1000
+        hold_ms = self.detector.policy.hold_ms(score)
+        verdict = {"score": round(score, 4), "hold_ms": round(hold_ms, 1),
+                   "score_ms": round((time.perf_counter() - t0) * 1000, 1), "held": 0.0}
         origin = clock.speech_end if clock.speech_end is not None else (clock.asr_final or self.clock())
-        due = origin + hold_s
-        if self.clock() >= due:
-            if settle is None or not settle(True):
-                self.put(PendingTurn(text, clock))
+        due = origin + hold_ms / 1000
+        if self._now() >= due:
+            if settle is None or not settle(True, verdict):
+                self.put(PendingTurn(text, clock, detector=verdict))
             return
-        if settle is not None:
-            settle(False)
+        keep = settle is not None and score >= self.detector.policy.threshold  # complete: a short wait only
+        if settle is not None and not keep:
+            settle(False, verdict)
         self.held_turns += 1
         with self._lock:
-            self._held = _Held(text, clock, due)
+            self._held = _Held(text, clock, due, dict(verdict, held=1.0), settle if keep else None)
 
     def prefetch(self, text: str) -> None:
         """Score `text` (a speculative final) in the background, so the final finds it done."""
@@ -121,26 +154,32 @@ class TurnGate:
 
     def speech_frame(self) -> None:
         """A frame scored as speech while a turn is held: maybe the user goes on (see SPEECH_CONFIRM_S)."""
+        now = self._now()  # before the lock: `heard` takes the agent's
         with self._lock:
             h = self._held
             if h is not None and h.deadline is not None:
-                h.deadline = max(h.deadline, self.clock() + SPEECH_CONFIRM_S)
+                h.deadline = max(h.deadline, now + SPEECH_CONFIRM_S)
 
     def speech_resumed(self) -> None:
-        """The user speaks again: a held turn waits for the next final."""
+        """The user speaks again: a held turn waits for the next final (an early reply kept for it is dropped)."""
         with self._lock:
-            if self._held is not None:
-                self._held.deadline = None
+            h = self._held
+            settle = None
+            if h is not None:
+                h.deadline, settle, h.settle = None, h.settle, None
+        if settle is not None:  # outside the lock: settle takes the agent's
+            settle(False, h.verdict)
 
     def speech_ended(self) -> None:
         """The resumed speech ended: its final should follow; do not wait for it forever."""
+        now = self._now()
         with self._lock:
             if self._held is not None and self._held.deadline is None:
-                self._held.deadline = self.clock() + RESUME_GRACE_S
+                self._held.deadline = now + RESUME_GRACE_S
 
     def poll(self) -> float | None:
         """Release a held turn whose hold has passed; the seconds until the next deadline (None: none)."""
-        now = self.clock()
+        now = self._now()
         with self._lock:
             h = self._held
             if h is None or h.deadline is None:
@@ -148,6 +187,9 @@ class TurnGate:
             if now < h.deadline:
                 return h.deadline - now
             self._held = None
-        h.clock.endpoint = now  # the turn ended when the longer hold did
-        self.put(PendingTurn(h.text, h.clock))
+        # the stamp is wall time, like every TurnClock stamp (the deadline is in audio heard: not comparable)
+        h.clock.endpoint = self.clock()
+        if h.settle is not None and h.settle(True, h.verdict):  # the early reply goes on: it is the turn
+            return None
+        self.put(PendingTurn(h.text, h.clock, detector=h.verdict))
         return None

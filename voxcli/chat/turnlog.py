@@ -34,6 +34,9 @@ One JSON object per line in `voxcli.config.turn_log_path()` (the data dir's
   = first token -> first audio handed to the speaker; total_ms = speech end ->
   first audio. Terms that were not measured are absent (uplink and downlink
   never are). Readers skip lines that do not parse or have another "event".
+- Optional keys (older lines lack them): `preemptive`, `wasted_preemptive`, and
+  `detector` (`--endpoint semantic`: {"score", "hold_ms", "score_ms", "held"},
+  the turn detector's verdict on the user's words; `{}` in vad mode).
 """
 from __future__ import annotations
 
@@ -85,6 +88,9 @@ class TurnRecord(Event):
     the endpoint; `hops_ms` is then 0 and the terms overlap instead of adding up)."""
     wasted_preemptive: int = 0
     """Preemptive replies cancelled since the previous turn because the user went on."""
+    detector: dict[str, float] = field(default_factory=dict)
+    """`--endpoint semantic`: the turn detector's verdict (score, hold_ms, score_ms the final waited for it,
+    held 1/0); empty in vad mode. Optional: readers of version 1 ignore it."""
     t_unix: float = 0.0
     version: int = FORMAT_VERSION
     event = "turn"
@@ -114,6 +120,7 @@ def make_record(
     llm_metrics: dict[str, float] | None = None,
     preemptive: bool = False,
     wasted_preemptive: int = 0,
+    detector: dict[str, float] | None = None,
 ) -> TurnRecord:
     """Stamps relative to the end of speech (or the ASR final when speech end is unknown)."""
     origin = clock.speech_end if clock.speech_end is not None else clock.asr_final
@@ -142,6 +149,7 @@ def make_record(
         llm_metrics={k: round(float(v), 4) for k, v in (llm_metrics or {}).items()},
         preemptive=preemptive,
         wasted_preemptive=wasted_preemptive,
+        detector=dict(detector or {}),
         t_unix=time.time(),
     )
 

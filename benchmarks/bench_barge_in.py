@@ -1,0 +1,297 @@
+#!/usr/bin/env python3
+"""Barge-in latency on real devices, isolated: the user's first sample -> the reply's last sample.
+
+    python benchmarks/bench_barge_in.py                 # 8 barge-ins, p50/p90 and the terms
+    python benchmarks/bench_barge_in.py --compare       # interleaved with the old stop (a new stream per stop)
+    python benchmarks/bench_barge_in.py --self-turns 20 # 20 replies heard back at full level: false barge-ins
+
+The room is a private PulseAudio null sink: the agent's reply (DeviceSpeaker,
+with the echo canceller's tap) plays into it, its monitor is the microphone
+(CancelledMic: AEC3 on), and the "user" (the speech-samples Two Cities
+recording, leading silence trimmed, as loud as the reply) is played into the
+same sink by a second output stream that was opened before the session, so
+opening it is not measured. Every time is a PortAudio DAC stamp on the
+monotonic clock (`voxcli.audio.aec_ref.PlayHead`):
+
+  user0   the user's first speech sample reaches the sink
+  voice   the user first shows in the cancelled signal (a block's RMS above 0.02, fed at)
+  fed     the audio that completes the VAD run (next line) reached `Agent.feed` (monitor, MicCapture, AEC)
+  run     the VAD speech run reaches `barge_in_ms` (agent side: the ASR worker's VAD pass, which
+          waits behind the worker's decode in progress)
+  pause   the agent pauses the reply on that run (no word yet)
+  word    the first caption with a word that is not the reply's echo
+  stop    the agent stops the speaker
+  silent  the reply's last sample reaches the sink (what the user hears stop)
+
+`latency = silent - user0` is the figure; the terms say where it goes. Each row also has the
+capture -> `Agent.feed` lag of every block (p50, max), the microphone's queue and the canceller's
+`frames_too_late` (a capture later than the reference it keeps).
+With `--compare` every other barge-in runs as before this change: no pause on
+the run, and the old `DeviceSpeaker.stop` (open a new output stream, then abort
+the old one: the reply plays on while the new stream opens), in one
+interleaved run. `--self-turns N` plays N whole
+replies with nobody talking and counts the barge-ins (the issue's target: 0).
+The machine may be shared: the load (`os.getloadavg`) is printed with every figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+SR = 16000
+SINK = f"voxbarge{os.getpid()}"
+QUESTION = "What is the weather like this week?"
+LONG_REPLY = ("Tomorrow looks bright, with a gentle breeze from the west and a high of twenty two degrees. "
+              "In the evening there may be a light shower, so an umbrella would not hurt. On Thursday the "
+              "clouds come back, and the weekend should stay dry and a little cooler, good for a long walk.")
+USER_S = 4.0
+PLAY_BEFORE_S = 2.5
+"""Reply heard before the user starts (past the canceller's warm-up second)."""
+
+
+def load_sink() -> str:
+    """A private null sink, chosen for every stream this process opens (PULSE_SINK/PULSE_SOURCE)."""
+    loaded = subprocess.run(["pactl", "load-module", "module-null-sink", f"sink_name={SINK}"],
+                            capture_output=True, text=True, timeout=10, check=True)
+    os.environ["PULSE_SINK"], os.environ["PULSE_SOURCE"] = SINK, f"{SINK}.monitor"
+    return loaded.stdout.strip()
+
+
+def user_speech(rate_like: np.ndarray) -> tuple[np.ndarray, int]:
+    from voxcli.audio.files import read_audio
+    from voxcli.hub.resolve import resolve_model
+
+    user, rate = read_audio(resolve_model("speech-samples", kind=None).file("two_cities.wav"))
+    first = int(np.argmax(np.abs(user) > 0.02))  # the first sample is speech: user0 is its DAC time
+    user = user[first : first + int(USER_S * rate)]
+    act = lambda a: float(np.sqrt(np.mean(a[np.abs(a) > 0.01] ** 2)))  # noqa: E731
+    return (user * (act(rate_like) / act(user))).astype(np.float32), rate
+
+
+class Probe:
+    """Times of the agent's barge-in steps (wrapped around its methods; the benchmark's own clock)."""
+
+    def __init__(self, agent: Any, speaker: Any) -> None:
+        from voxcli.asr.endpointer import FRAME, SAMPLE_RATE
+        from voxcli.chat.heard import non_echo_words
+
+        self.marks: dict[str, float] = {}
+        self.armed = False
+        self.pauses = 0
+        check, stop, pause = agent._maybe_barge_in, speaker.stop, getattr(speaker, "pause", None)
+
+        def maybe_barge_in(decoded: bool = False) -> None:
+            if self.armed:
+                now = time.monotonic()
+                if agent._run_frames * FRAME * 1000 >= agent.config.barge_in_ms * SAMPLE_RATE:
+                    if "run" not in self.marks and (ep := getattr(agent.asr, "_ep", None)) is not None:
+                        self.marks["fed"] = agent._wall_of(ep.frame_index * FRAME)  # that audio reached feed()
+                    self.marks.setdefault("run", now)
+                if non_echo_words(agent._utt_words, agent._recent):
+                    self.marks.setdefault("word", now)
+            check(decoded)
+
+        def stop_speaker() -> int:
+            if self.armed:
+                self.marks.setdefault("stop", time.monotonic())
+            return stop()
+
+        def pause_speaker(*args: float) -> None:
+            self.pauses += 1
+            if self.armed:
+                self.marks.setdefault("pause", time.monotonic())
+            pause(*args)
+
+        agent._maybe_barge_in, speaker.stop = maybe_barge_in, stop_speaker
+        if pause is not None:  # (a tree before the pause: the same benchmark, counting barge-ins only)
+            speaker.pause = pause_speaker
+
+
+def reopening_stop(speaker: Any) -> int:
+    """The old `DeviceSpeaker.stop`: a new Player opened first, then the old one aborted."""
+    from voxcli.audio.devices import Player
+
+    old = speaker._player
+    played = old.heard()
+    speaker._player = Player(speaker.sample_rate, "pulse", max_buffer_s=old._max / old.device_rate,
+                             on_played=old.on_played)
+    old.abort()
+    return played
+
+
+def wait(cond: Any, timeout: float, step: float = 0.01) -> bool:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(step)
+    return True
+
+
+def session(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from tests.llm.chat_completions_server import ChatServer, Script
+    from voxcli.audio.aec import CancelledMic, EchoCanceller
+    from voxcli.audio.devices import MicCapture, Player
+    from voxcli.audio.virtual import DeviceSpeaker
+    from voxcli.chat.agent import Agent, AgentConfig
+    from voxcli.chat.models import open_chat_models
+    from voxcli.events import BargeIn
+
+    reply_of = lambda msgs: LONG_REPLY if msgs[-1]["content"] == QUESTION else "Okay."  # noqa: E731
+    seen: list[tuple[float, Any]] = []
+    rows: list[dict[str, Any]] = []
+    with ChatServer(Script(reply_fn=reply_of, token_delay=0.01)) as srv:
+        models = open_chat_models(url=srv.url)
+        rate = models.voice.sample_rate
+        user, user_rate = user_speech(models.voice.synthesize(LONG_REPLY[:60]))
+        canceller = EchoCanceller(SR)
+        speaker = DeviceSpeaker(rate, "pulse", on_played=canceller.reference.tap)
+        voice_of_user = Player(user_rate, "pulse")  # opened now: not part of any barge-in
+        mic = CancelledMic(MicCapture(SR, "pulse"), canceller)
+        agent = Agent(models.llm, models.asr, models.vad, models.voice.open_stream, speaker,
+                      AgentConfig(log_turns=False, preemptive=False),
+                      on_event=lambda e: seen.append((time.monotonic(), e)), clock=time.monotonic).start()
+        probe = Probe(agent, speaker)
+        new_stop, new_pause = speaker.stop, getattr(speaker, "pause", None)
+        lags: list[float] = []  # capture -> feed lag of every block (MicCapture stamp to Agent.feed)
+        levels: list[tuple[float, float]] = []  # (fed at, RMS) of every cancelled block
+
+        def listen() -> None:
+            for b in mic:
+                now = time.monotonic()
+                lags.append(now - mic.mic.block_time)
+                levels.append((now, float(np.sqrt(np.mean(b * b)))))
+                agent.feed(b)
+
+        threading.Thread(target=listen, daemon=True).start()
+        try:
+            trials = args.self_turns or args.trials
+            for k in range(trials):
+                del lags[:], levels[:]
+                old = args.compare and k % 2 == 1
+                speaker.stop = (lambda: reopening_stop(speaker)) if old else new_stop
+                speaker.pause = None if old else new_pause  # the old agent did not pause on the speech run
+                row = self_turn(agent, probe, seen) if args.self_turns else barge_in(
+                    agent, speaker, voice_of_user, user, probe, seen, BargeIn)
+                if "t_user0" in row:  # the user's voice in the cancelled signal: RMS above 0.02, fed at
+                    t0 = row.pop("t_user0")
+                    loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
+                    row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
+                row.update(stop="reopen" if old else "pause+flush", load=round(os.getloadavg()[0], 2),
+                           aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
+                           mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
+                           feed_lag_ms_p50_max=[round(1000 * float(np.percentile(lags, 50))),
+                                                round(1000 * max(lags))] if lags else None)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+                wait(lambda: not agent.busy(), 30)
+                time.sleep(0.5)
+        finally:
+            agent.close()
+            mic.close()
+            voice_of_user.close()
+            speaker.close()
+            models.llm.close()
+    return rows
+
+
+def barge_in(agent: Any, speaker: Any, voice_of_user: Any, user: np.ndarray, probe: Probe,
+             seen: list, barge_cls: type) -> dict[str, Any]:
+    n_seen = len(seen)
+    agent.submit(QUESTION)
+    rate = speaker.sample_rate
+    if not wait(lambda: agent.speaking and speaker.played_samples() >= PLAY_BEFORE_S * rate, 60):
+        return {"error": "the reply did not play"}
+    probe.marks.clear()
+    probe.armed = True
+    player = speaker._player  # the reply's stream (the old stop swaps in another one)
+    first = voice_of_user.played_samples  # nothing queued: the clip's sample 0 is the next one played
+    voice_of_user.write(user, timeout=10)
+    stamp: list[float] = []
+
+    def barged() -> bool:
+        if not stamp and (t := voice_of_user._head.time_of(first)) is not None:
+            stamp.append(t)  # taken while the play head still holds that block
+        return any(isinstance(e, barge_cls) for _, e in seen[n_seen:])
+
+    got = wait(barged, 15, step=0.005)
+    time.sleep(0.3)  # what the device still had plays out
+    probe.armed = False
+    blocks = list(player._head._blocks)
+    t_user0 = stamp[0] if stamp else None
+    if not got or t_user0 is None:
+        return {"error": "no barge-in" if not got else "user audio not stamped"}
+    t_silent = blocks[-1][1] + blocks[-1][2] / player.device_rate  # the reply's last sample at the DAC
+    ms = lambda t: None if t is None else round(1000 * (t - t_user0))  # noqa: E731
+    return {"t_user0": t_user0, "latency_ms": ms(t_silent), "fed_ms": ms(probe.marks.get("fed")), "run_ms": ms(probe.marks.get("run")),
+            "pause_ms": ms(probe.marks.get("pause")), "word_ms": ms(probe.marks.get("word")),
+            "stop_ms": ms(probe.marks.get("stop"))}
+
+
+def self_turn(agent: Any, probe: Probe, seen: list) -> dict[str, Any]:
+    from voxcli.events import BargeIn, Caption
+
+    n_seen, pauses = len(seen), probe.pauses
+    agent.submit(QUESTION)
+    wait(lambda: agent.speaking, 60)
+    wait(lambda: not agent.speaking, 90)
+    evs = [e for _, e in seen[n_seen:]]
+    words = max((len(f"{e.stable} {e.volatile}".split()) for e in evs if isinstance(e, Caption)), default=0)
+    return {"barge_ins": sum(isinstance(e, BargeIn) for e in evs), "pauses": probe.pauses - pauses,
+            "barge_in_words": [e.user_words for e in evs if isinstance(e, BargeIn)],
+            "longest_caption_words": words}
+
+
+def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
+    from voxcli.bench.metrics import percentile
+
+    if self_turns:
+        false = sum(r.get("barge_ins", 0) for r in rows)
+        paused = sum(r.get("pauses", 0) for r in rows)
+        print(f"self-interruptions: {false} over {len(rows)} turns, false pauses (resumed) {paused} "
+              f"(reply at full level into the mic, AEC on); "
+              f"load {min(r['load'] for r in rows)}-{max(r['load'] for r in rows)}")
+        return
+    for kind in ("pause+flush", "reopen"):
+        ok = [r for r in rows if r["stop"] == kind and "latency_ms" in r]
+        if not ok:
+            continue
+        line = [f"{kind:6s} n={len(ok)}"]
+        for key in ("latency_ms", "fed_ms", "run_ms", "pause_ms", "word_ms", "stop_ms"):
+            vals = [r[key] for r in ok if r[key] is not None]
+            if vals:
+                line.append(f"{key[:-3]} p50 {percentile(vals, 50):.0f} p90 {percentile(vals, 90):.0f}")
+        print("  ".join(line) + f"  (ms from the user's first sample; load {min(r['load'] for r in ok)}-"
+              f"{max(r['load'] for r in ok)})")
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        print(f"{len(failed)} trials failed: {failed}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=8)
+    ap.add_argument("--compare", action="store_true", help="interleave the old stop (a new stream per barge-in)")
+    ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
+    args = ap.parse_args()
+    module = load_sink()
+    try:
+        rows = session(args)
+    finally:
+        subprocess.run(["pactl", "unload-module", module], capture_output=True, timeout=10)
+    summary(rows, bool(args.self_turns))
+
+
+if __name__ == "__main__":
+    main()

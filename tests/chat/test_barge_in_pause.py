@@ -1,0 +1,216 @@
+"""Barge-in in two steps: the reply pauses on the user's speech run, and the first word that is not its
+echo stops it; a run nothing confirms (the reply's own echo, a cough) resumes it, once per reply,
+and only on a speaker whose echo cannot be a speech run (`can_pause()`).
+
+The decision (`voxcli.chat.listening.ListeningMixin._maybe_barge_in`) is driven here frame by
+frame with a scripted clock, VAD run and caption, so every step is deterministic; the speaker
+is the real `VirtualSpeaker` play head with the pause/resume a device speaker has.
+"""
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Iterator
+
+import numpy as np
+
+from voxcli.asr.endpointer import VADConfig
+from voxcli.audio.virtual import VirtualSpeaker
+from voxcli.chat.agent import Agent, AgentConfig
+from voxcli.chat.listening import PAUSE_EXPIRES_S, PAUSE_MAX_S, PAUSE_MIN_S, ListeningMixin
+from voxcli.chat.turn import Reply
+from voxcli.chat.turnlog import TurnClock
+from voxcli.events import AudioChunk, BargeIn, Spoken
+
+RUN = 10  # 32 ms frames: 320 ms, past the 300 ms barge-in run
+
+
+class PausingSpeaker(VirtualSpeaker):
+    """The virtual play head plus the pause/resume of `voxcli.audio.virtual.DeviceSpeaker`, recorded."""
+
+    def __init__(self, can: bool = True) -> None:
+        super().__init__(16000)
+        self.calls: list[str] = []
+        self.max_s: list[float | None] = []
+        self.can = can
+
+    def can_pause(self) -> bool:
+        return self.can  # an echo canceller past its warm-up, or an output the mic does not hear
+
+    def pause(self, max_s: float | None = None) -> None:
+        self.calls.append("pause")
+        self.max_s.append(max_s)
+
+    def resume(self) -> None:
+        self.calls.append("resume")
+
+    def stop(self) -> int:
+        self.calls.append("stop")
+        return super().stop()
+
+
+class Ears(ListeningMixin):
+    """The state the mixin reads from the agent, with a clock the test moves."""
+
+    def __init__(self, speaker: VirtualSpeaker, half_duplex: bool = False) -> None:
+        self.config = AgentConfig(half_duplex=half_duplex, log_turns=False)
+        self._vad_config = VADConfig()
+        self.now = 10.0
+        self.clock = lambda: self.now
+        self.speaker = speaker
+        self.events: list[object] = []
+        self.on_event = self.events.append
+        self._lock = threading.RLock()
+        self._utts: dict = {}
+        self._run_frames = 0
+        self._utt_words = ""
+        self._recent = "the weather tomorrow looks bright with a gentle breeze".split()
+        self.llm = SimpleNamespace(cancel=lambda: None)
+        self._reply = Reply(turn=0, tts=SimpleNamespace(cancel=lambda: None), clock=TurnClock())
+        self._turn_running = True
+        self._gate = SimpleNamespace(holding=False, speech_frame=lambda: None)
+
+    def frames(self, probs: list[float], dt: float = 0.032) -> None:
+        for p in probs:
+            self.now += dt
+            self._on_probs(np.array([p]))
+
+    def caption(self, text: str) -> None:
+        self._utt_words = text
+        self._maybe_barge_in(decoded=True)
+
+    def next_reply(self) -> None:
+        self._reply = Reply(turn=self._reply.turn + 1, tts=SimpleNamespace(cancel=lambda: None), clock=TurnClock())
+
+
+def test_the_reply_pauses_on_the_run_and_stops_on_a_fresh_word() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * (RUN - 1))
+    assert sp.calls == []
+    ears.frames([0.9])
+    assert sp.calls == ["pause"] and sp.max_s == [PAUSE_EXPIRES_S]  # at once, before any word; it expires
+    ears.caption("the weather")  # the reply's echo: still paused, not stopped
+    ears.frames([0.9] * 5)
+    assert sp.calls == ["pause"]
+    ears.caption("wait stop")
+    assert sp.calls == ["pause", "stop"]
+    assert [e.user_words for e in ears.events if isinstance(e, BargeIn)] == ["stop"]  # "wait" ~ "with": echo-like
+
+
+def test_a_decode_with_no_fresh_word_resumes_at_once_and_the_reply_pauses_only_once() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * RUN + [0.0])  # an echo blip: the run ends at once
+    assert sp.calls == ["pause"]  # held for the ASR's first decode
+    ears.caption("the weather")  # the decode after the run: its echo, nothing fresh
+    assert sp.calls == ["pause", "resume"]
+    ears.frames([0.0] + [0.9] * RUN)  # another run in the same reply: no second unconfirmed pause
+    assert sp.calls == ["pause", "resume"]
+    ears.caption("stop now")  # but a fresh word still barges in
+    assert sp.calls == ["pause", "resume", "stop"] and ears._reply.barged
+
+
+def test_without_a_decode_the_pause_ends_by_pause_min_s_after_its_run() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * RUN + [0.0])
+    ears.frames([0.0] * int(PAUSE_MIN_S / 0.032 - 3))
+    assert sp.calls == ["pause"]
+    ears.frames([0.0] * 5)
+    assert sp.calls == ["pause", "resume"] and not ears.events
+    ears.next_reply()  # the next reply may pause once again
+    ears.frames([0.9] * RUN)
+    assert sp.calls == ["pause", "resume", "pause"]
+
+
+def test_a_decode_during_the_run_keeps_the_pause() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * RUN)
+    ears.caption("the")  # a decode of the run's start: the user may be saying more
+    ears.frames([0.9] * 3)
+    assert sp.calls == ["pause"]
+
+
+def test_a_fresh_word_before_the_run_waits_for_the_run() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * 4)
+    ears.caption("stop")  # a word, but 128 ms of speech: not a barge-in, nor a pause, yet
+    assert sp.calls == [] and not ears._reply.barged
+    ears.frames([0.9] * (RUN - 4))
+    assert sp.calls == ["stop"] and ears._reply.barged
+
+
+def test_what_barges_in_is_unchanged_a_word_after_its_run_only_resumes() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * RUN + [0.0] * 5)  # 320 ms of speech, then silence before the decode
+    ears.caption("stop")  # a word, but no run any more: as without the pause, no barge-in; it plays on
+    assert sp.calls == ["pause", "resume"] and not ears._reply.barged and not ears.events
+
+
+def test_a_run_that_outlasts_the_pause_plays_on_and_does_not_pause_again() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * (RUN + int(PAUSE_MAX_S / 0.032) + 2))  # speech the ASR finds nothing new in
+    assert sp.calls == ["pause", "resume"]
+    ears.frames([0.9] * 20)
+    assert sp.calls == ["pause", "resume"]
+    ears.frames([0.0] + [0.9] * RUN)  # a new run in the same reply: its pause was spent
+    assert sp.calls == ["pause", "resume"]
+
+
+def test_a_pause_ends_with_the_reply() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * RUN)
+    ears._turn_running, ears._reply = False, None  # the reply's last audio played meanwhile
+    ears.frames([0.9])
+    assert sp.calls == ["pause", "resume"]
+
+
+def test_ending_the_input_ends_the_pause() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.9] * RUN)
+    ears._end_pause()  # Agent.finish / close: no VAD batch will come to end it
+    assert sp.calls == ["pause", "resume"]
+    ears._end_pause()
+    assert sp.calls == ["pause", "resume"]
+
+
+def test_an_echo_that_is_a_speech_run_does_not_pause_the_reply() -> None:
+    ears = Ears(sp := PausingSpeaker(can=False))  # --no-aec on speakers, or the canceller warming up
+    ears.frames([0.9] * (RUN + 40))
+    assert sp.calls == []
+    ears.caption("stop")
+    assert sp.calls == ["stop"] and ears._reply.barged
+
+
+def test_a_write_after_the_barge_in_flush_is_dropped() -> None:
+    """`_play` checks `reply.barged`, then writes: a flush landing between must not play the cut-off reply."""
+    now = [0.0]
+    sp = VirtualSpeaker(16000, clock=lambda: now[0])
+    a = np.full(1600, 0.5, np.float32)
+
+    def output() -> Iterator[AudioChunk]:
+        yield AudioChunk(a, 16000, 0, text="One.")
+        sp.stop()  # the barge-in's flush, after `_play` looked at `reply.barged` (still False)
+        yield AudioChunk(a, 16000, 1, text="Two.")
+        yield AudioChunk(np.zeros(0, np.float32), 16000, 2, is_final=True, kind="final")
+
+    events: list[object] = []
+    host = SimpleNamespace(speaker=sp, _closed=threading.Event(), clock=lambda: now[0], _lock=threading.RLock(),
+                           config=AgentConfig(log_turns=False), _recent=[], on_event=events.append)
+    reply = Reply(turn=0, tts=SimpleNamespace(output=output()), clock=TurnClock())
+    Agent._play(host, reply)  # type: ignore[arg-type]
+    now[0] = 5.0
+    assert [e.text for e in events if isinstance(e, Spoken)] == ["One."]
+    assert sp.played_samples() == 0  # nothing of the cut-off reply was played after the flush
+
+
+def test_without_pause_or_in_half_duplex_the_old_rules_hold() -> None:
+    plain = Ears(VirtualSpeaker(16000))  # no pause(): barge-in needs the run and a fresh word together
+    plain.frames([0.9] * RUN + [0.0])
+    plain.caption("stop")
+    assert not plain._reply.barged
+    plain.frames([0.9] * RUN)
+    plain.caption("stop")
+    assert plain._reply.barged
+    half = Ears(sp := PausingSpeaker(), half_duplex=True)
+    half.frames([0.9] * RUN)
+    half.caption("stop")
+    assert sp.calls == [] and not half._reply.barged
