@@ -17,6 +17,18 @@ from voxcli.chat.turnlog import TurnRecord
 BLOCK = 512
 
 
+def _speak_into(agent, audio: np.ndarray, wait_s: float) -> None:
+    """0.3 s of silence then `audio`, fed in real time like a mic; then silence until a turn is done."""
+    lead = np.zeros(int(0.3 * 16000), np.float32)
+    for block in np.array_split(np.concatenate([lead, audio]), max(1, (audio.size + lead.size) // BLOCK)):
+        agent.feed(block)
+        time.sleep(block.size / 16000)
+    t_end = time.monotonic()
+    while not agent.turns_done and time.monotonic() - t_end < wait_s:
+        agent.feed(np.zeros(BLOCK, np.float32))
+        time.sleep(BLOCK / 16000)
+
+
 def _answer(messages: list[dict]) -> str:
     last = messages[-1]["content"].lower()
     if "pizza" in last:
@@ -53,14 +65,7 @@ def _talk(audio: np.ndarray, endpoint: str = "vad", **config) -> tuple[list[obje
                       AgentConfig(log_turns=False, **config), on_event=seen.append,
                       turn_detector=models.turn_detector).start()
         try:
-            lead = np.zeros(int(0.3 * 16000), np.float32)
-            for block in np.array_split(np.concatenate([lead, audio]), max(1, (audio.size + lead.size) // BLOCK)):
-                agent.feed(block)
-                time.sleep(block.size / 16000)
-            t_end = time.monotonic()
-            while not agent.turns_done and time.monotonic() - t_end < 60:
-                agent.feed(np.zeros(BLOCK, np.float32))
-                time.sleep(BLOCK / 16000)
+            _speak_into(agent, audio, wait_s=60)
         finally:
             agent.close()
             models.llm.close()
@@ -128,14 +133,7 @@ def test_the_on_device_llm_is_warmed_up_while_the_user_speaks(spoken, real_cache
                   VirtualSpeaker(models.voice.sample_rate, keep=False), AgentConfig(log_turns=False),
                   on_event=seen.append, turn_detector=models.turn_detector).start()
     try:
-        audio = np.concatenate([np.zeros(int(0.3 * 16000), np.float32), spoken["whole"]])
-        for block in np.array_split(audio, max(1, audio.size // BLOCK)):
-            agent.feed(block)
-            time.sleep(block.size / 16000)
-        t_end = time.monotonic()
-        while not agent.turns_done and time.monotonic() - t_end < 120:
-            agent.feed(np.zeros(BLOCK, np.float32))
-            time.sleep(BLOCK / 16000)
+        _speak_into(agent, spoken["whole"], wait_s=120)
     finally:
         agent.close()
         models.llm.cancel()  # the on-device client has no close() (no connection): stop what still generates

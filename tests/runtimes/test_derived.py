@@ -161,32 +161,6 @@ def test_damaged_or_unrecorded_llm_graph_is_rebuilt(llm_bundle, tmp_path, caplog
     assert data.stat().st_mtime_ns == rebuilt
 
 
-@pytest.fixture
-def hashed(monkeypatch) -> list[str]:
-    """Names of the files sha256'd from now on (every hash of a file goes through verify.sha256_file)."""
-    from voxcli.hub import verify
-    from voxcli.runtimes import derived as derived_mod
-
-    names: list[str] = []
-    real = verify.sha256_file
-
-    def counting(path, *args, **kwargs):
-        names.append(Path(path).name)
-        return real(path, *args, **kwargs)
-
-    monkeypatch.setattr(verify, "sha256_file", counting)
-    monkeypatch.setattr(derived_mod, "sha256_file", counting)
-    return names
-
-
-@pytest.fixture
-def settled_now(monkeypatch) -> None:
-    """Stamps count as settled at once (no racy window): trust right after a build, on any kernel."""
-    from voxcli.hub import cache as cache_mod
-
-    monkeypatch.setattr(cache_mod, "RACY_WINDOW_S", 0.0)
-
-
 def test_a_warm_voice_load_reads_no_derived_file_to_check_it(voice_files, tmp_path, hashed, monkeypatch,
                                                               settled_now):
     """Cold start (issue 15): split parts and their optimized copies are proven unchanged by their
