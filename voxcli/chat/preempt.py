@@ -75,11 +75,9 @@ def _same(a: str, b: str) -> bool:
 
 
 def _cancel_generation(gen: Any) -> None:
-    """Stop one on-device generation (a warm-up's) at its next token, aborting its prefill; the others go on.
-
-    `LocalLLM.cancel()` would stop them all (a reply's too). `Generation` has no public cancel yet: its
-    registered `_Handle` is the one `LocalLLM.cancel()` would have cancelled (voxcli.runtimes.smollm.local)."""
-    cancel = getattr(gen, "cancel", None) or getattr(getattr(gen, "_handle", None), "cancel", None)
+    """Stop one on-device generation (a warm-up's) at its next token; `LocalLLM.cancel()` would stop
+    them all, a reply's too."""
+    cancel = getattr(gen, "cancel", None)
     if cancel is not None:
         cancel()
 

@@ -296,6 +296,10 @@ class Generation:
         self.stats = stats
         self.stats.dropped = (fitted.dropped_turns, fitted.clipped_tokens)
 
+    def cancel(self) -> None:
+        """Stop this generation alone at its next token, aborting a prefill in flight (others go on)."""
+        self._handle.cancel()
+
     def __iter__(self) -> Iterator[int]:
         llm, cfg, handle, st = self._llm, self._cfg, self._handle, self.stats
         rng = np.random.default_rng(cfg.seed)
