@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -33,6 +34,19 @@ def _real_cache_dir() -> Path:
 
 REAL_CACHE = _real_cache_dir()
 REAL_INDEX = os.environ.get("VOXCLI_INDEX_URL")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C tests need SIGINT deliverable to the programs they start.
+
+    A test run started as a background job of a non-interactive shell
+    (`.ci/run &`, `nohup`) inherits SIGINT *ignored*, and an ignored signal
+    stays ignored across exec: every `voxcli` the tests spawn would then
+    shrug off the SIGINT a test sends it (a chat left running, exit codes
+    that are not 130). A Python-level handler resets to the default at exec.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
