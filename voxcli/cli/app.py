@@ -3,6 +3,11 @@
 Subcommands live in their own modules as importable functions (e.g.
 `voxcli.cli.speak.speak`); each module's `register(app)` adds them. This
 module only wires them up and maps failures to exit codes (see `errors`).
+
+A run builds only the subcommand it names (`COMMANDS`, `modules_for`): a
+cold `speak --raw` must not import and convert eleven commands to use one
+(issue 15). `voxcli --help`, completion, an unknown command and importers
+of `app` (tests, scripts/gen_man.py) get every command.
 """
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import importlib
 import logging
 import os
 import sys
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Iterable, Optional, Sequence
 
 import typer
 
@@ -23,6 +28,7 @@ from voxcli.cli.errors import (
     report_error,
     stdout_was_closed,
 )
+from voxcli.cli.coercion import install as install_fast_coercion
 from voxcli.cli.options import OfflineOpt, VerboseOpt, flag
 from voxcli.cli.views.help import patch_help_rendering
 from voxcli.errors import ExitCode
@@ -46,30 +52,23 @@ speech while it is still being spoken. No cloud, no GPU.
   voxcli pull --defaults                               install the default models
 """
 
-app = typer.Typer(
-    name="voxcli",
-    help=HELP,
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-    add_completion=True,
-)
-
-# Modules under voxcli.cli that define `register(app)`, in help order.
-COMMAND_MODULES = [
-    "speak",
-    "transcribe",
-    "devices",
-    "pull",
-    "ledger",
-    "bench",
-    "chat",
-    "config_cmd",
-    "doctor",
-]
-
-
+# Each subcommand and the module under voxcli.cli whose `register(app)` adds it, in help order.
+COMMANDS = {
+    "speak": "speak",
+    "transcribe": "transcribe",
+    "devices": "devices",
+    "pull": "pull",
+    "models": "pull",
+    "rm": "pull",
+    "ledger": "ledger",
+    "bench": "bench",
+    "chat": "chat",
+    "config": "config_cmd",
+    "doctor": "doctor",
+}
+COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
+_GLOBAL_FLAGS = frozenset({"--debug", "--verbose", "-v", "--offline"})
+"""The root options that may come before the subcommand's name (none of them takes a value)."""
 
 
 def _version(value: bool) -> None:
@@ -78,7 +77,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _global(
     version: Annotated[
         Optional[bool],
@@ -94,15 +92,13 @@ def _global(
     # Set every time: an earlier in-process invocation (tests, embedding) must not leak its level.
     log_to_stderr(logging.DEBUG if debug else logging.INFO if verbose else None)
     from voxcli.cli.views.progress import LazyProgress
-    from voxcli.hub.pull import set_progress_hook
+    from voxcli.hub.download import set_progress_hook  # not hub.pull: a start that pulls nothing skips it
 
     # A model pulled on first use (not via `voxcli pull`) shows progress on stderr.
     set_progress_hook(LazyProgress())
 
 
 patch_help_rendering()  # option help is literal text; flags show no `<bool>`
-for _name in COMMAND_MODULES:
-    importlib.import_module(f"voxcli.cli.{_name}").register(app)
 
 
 def _first_sentence(text: str | None) -> str | None:
@@ -113,15 +109,64 @@ def _first_sentence(text: str | None) -> str | None:
     return (para[: end + 1] if end > 0 else para).rstrip(":")
 
 
-# `voxcli --help` lists every subcommand on one line: default the short help
-# to the first sentence of the long help when a command did not set one.
-for _cmd in app.registered_commands:
-    if not _cmd.short_help:
-        _cmd.short_help = _first_sentence(_cmd.help or (_cmd.callback.__doc__ if _cmd.callback else None))
-for _grp in app.registered_groups:
-    _info = _grp.typer_instance.info if _grp.typer_instance else None
-    if not _grp.short_help and _info is not None and not _info.short_help:
-        _grp.short_help = _first_sentence(_grp.help if isinstance(_grp.help, str) else _info.help if isinstance(_info.help, str) else None)
+def _default_short_help(cli: typer.Typer) -> None:
+    """`voxcli --help` lists every subcommand on one line: default the short help
+    to the first sentence of the long help when a command did not set one."""
+    for cmd in cli.registered_commands:
+        if not cmd.short_help:
+            cmd.short_help = _first_sentence(cmd.help or (cmd.callback.__doc__ if cmd.callback else None))
+    for grp in cli.registered_groups:
+        info = grp.typer_instance.info if grp.typer_instance else None
+        if not grp.short_help and info is not None and not info.short_help:
+            grp.short_help = _first_sentence(
+                grp.help if isinstance(grp.help, str) else info.help if isinstance(info.help, str) else None)
+
+
+def build_app(modules: Iterable[str] = COMMAND_MODULES) -> typer.Typer:
+    """The typer app with the subcommands of `modules` (every one by default).
+
+    `main` builds only the invoked subcommand's module: importing every command
+    module and having typer convert every option of every command cost ~40 ms
+    of each start (issue 15, cold start). Importers of `app` get the whole CLI.
+    """
+    cli = typer.Typer(
+        name="voxcli",
+        help=HELP,
+        no_args_is_help=True,
+        rich_markup_mode="rich",
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+        add_completion=True,
+    )
+    install_fast_coercion()  # plain option values without importing pydantic (cli/coercion.py)
+    cli.callback()(_global)
+    for name in modules:
+        importlib.import_module(f"voxcli.cli.{name}").register(cli)
+    _default_short_help(cli)
+    return cli
+
+
+def modules_for(args: Sequence[str]) -> list[str]:
+    """The command modules a command line needs: the named subcommand's, else all of them
+    (help, --version, completion, no or an unknown subcommand: every command must be there)."""
+    if "_VOXCLI_COMPLETE" in os.environ:  # a Tab: typer reads the words from the environment
+        return COMMAND_MODULES
+    for arg in args:
+        if arg not in _GLOBAL_FLAGS:
+            return [COMMANDS[arg]] if arg in COMMANDS else COMMAND_MODULES
+    return COMMAND_MODULES
+
+
+if TYPE_CHECKING:
+    app: typer.Typer
+
+
+def __getattr__(name: str) -> Any:
+    """`from voxcli.cli.app import app`: the whole CLI (tests, man page), built on first use."""
+    if name == "app":
+        cli = globals()["app"] = build_app()
+        return cli
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _exit(code: int) -> None:
@@ -144,11 +189,28 @@ def _exit(code: int) -> None:
     sys.exit(code)
 
 
+def _one_blas_thread(modules: list[str]) -> None:
+    """`speak`: numpy's OpenBLAS on one thread, unless the user chose a thread count.
+
+    Why (issue 15): OpenBLAS starts a worker at numpy's import that spins a whole
+    core for ~100 ms, exactly while the voice's sessions load on both cores and
+    the first block is computed; speak does no BLAS work that threads would speed
+    up. Set before numpy is imported (it reads the variable once); other commands
+    are left as they were.
+    """
+    if modules == ["speak"] and "numpy" not in sys.modules and not (
+            os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     install_signal_handlers()
     try:
-        rv = app(args=argv, prog_name="voxcli", standalone_mode=False)
+        modules = modules_for(sys.argv[1:] if argv is None else argv)
+        _one_blas_thread(modules)
+        cli = build_app(modules)
+        rv = cli(args=argv, prog_name="voxcli", standalone_mode=False)
     except typer.Exit as e:
         _exit(e.exit_code)
     except typer.Abort as e:  # click turns a KeyboardInterrupt outside a command body into Abort

@@ -26,7 +26,6 @@ from voxcli.cli.tts_knobs import (FirstFramesOpt, FramesOpt, LookaheadOpt, Lookb
                                   resolve_knobs, stream_knobs)
 from voxcli.cli.corpus_run import BatchArgs, ForceOpt, JobsOpt, RayOpt, show_batch
 from voxcli.cli.speak_words import SentText, check_subtitles, pick_view, write_subtitles
-from voxcli.cli.views.tts import summary_line
 from voxcli.audio.pcm import check_rate
 from voxcli.errors import UsageError
 from voxcli.events import AudioChunk, StreamStats
@@ -293,6 +292,8 @@ def speak(
         if subtitles is not None:
             write_subtitles(subtitles, words, sent.text())
         if view is not None:
+            from voxcli.cli.views.tts import summary_line
+
             view.finish(summary_line(last.stats, mode="stream" if stream else "no-stream")
                         if last is not None and last.stats is not None else "done")
     except BaseException:

@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 from typing import Any, Sequence
 
-from voxcli.cli.views.tts import chunk_view, word_view
 from voxcli.errors import UsageError
 
 SUBTITLE_SUFFIXES = (".srt", ".vtt")
@@ -64,9 +63,8 @@ def write_subtitles(path: Path, words: Sequence[Any], text: str) -> None:
 
 
 def heard_s(player: Any) -> float:
-    """Stream seconds the listener has heard: the device's play head minus its output latency."""
-    latency = float(getattr(getattr(player, "_stream", None), "latency", 0.0) or 0.0)
-    return max(0.0, player.played_samples / float(player.device_rate) - latency)
+    """Stream seconds the listener has heard, from the player's DAC stamps (`Player.heard`)."""
+    return player.heard() / float(player.sample_rate)
 
 
 def pick_view(player: Any, sent: SentText, quiet: bool, json_out: bool, table: bool) -> Any:
@@ -74,6 +72,8 @@ def pick_view(player: Any, sent: SentText, quiet: bool, json_out: bool, table: b
     without a speaker (-o, --raw) or off a terminal; nothing with --quiet/--json."""
     if quiet or json_out:
         return None
+    from voxcli.cli.views.tts import chunk_view, word_view  # here: `--raw --quiet` starts without the views
+
     if not table and player is not None:
         view = word_view(sent.text, lambda: heard_s(player))
         if view is not None:

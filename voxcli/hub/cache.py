@@ -25,14 +25,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
-
-from filelock import FileLock
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from voxcli import paths
 from voxcli.errors import UsageError
 from voxcli.fsutil import atomic_write
 from voxcli.hub.verify import file_problem, file_stamp
+
+if TYPE_CHECKING:  # pragma: no cover
+    from filelock import FileLock  # imported where a lock is taken: a read-only start skips it (~10 ms)
 
 MANIFEST = "manifest.json"
 DERIVED_MANIFEST = "derived.json"
@@ -135,6 +136,8 @@ class Cache:
         Several builders share one model's derived dir, and other tables
         (`voxcli.runtimes.derived`'s digest memo of source files) are kept.
         """
+        from filelock import FileLock
+
         d = self.derived_dir(name, create=True)
         with FileLock(str(d / (DERIVED_MANIFEST + ".lock"))):
             try:
@@ -249,6 +252,8 @@ class Cache:
         return self._dir("downloads")
 
     def lock(self, name: str, timeout: float = -1) -> FileLock:
+        from filelock import FileLock
+
         return FileLock(str(self._dir("locks") / f"{check_name(name)}.lock"), timeout=timeout)
 
     def staging_dir(self, name: str) -> Path:

@@ -20,8 +20,6 @@ import time
 from pathlib import Path
 from typing import Callable, Final
 
-from filelock import FileLock
-
 from voxcli.errors import DiskFullError, FetchError, IntegrityError
 from voxcli.events import Progress
 from voxcli.hub import resume
@@ -35,6 +33,24 @@ RETRIES: Final = 4
 
 def _noop(_: Progress) -> None:
     pass
+
+
+_progress_hook: ProgressFn | None = None
+
+
+def set_progress_hook(fn: ProgressFn | None) -> None:
+    """Where pulls without their own `on_progress` report (the CLI installs its progress view here),
+    so a model pulled automatically on first use shows progress too.
+
+    It lives here, not in `hub.pull`, so setting it costs a start nothing: every start
+    imports this module (`hub.resolve`), only a start that pulls imports `hub.pull`."""
+    global _progress_hook
+    _progress_hook = fn
+
+
+def progress_fn(fn: ProgressFn | None) -> ProgressFn:
+    """`fn`, else the installed hook, else a function that drops the events."""
+    return fn or _progress_hook or (lambda _p: None)
 
 
 _DISK_FULL: Final = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
@@ -82,6 +98,7 @@ def download(
     HTTP failures (the partial file is kept for resume).
     """
     import httpx
+    from filelock import FileLock  # here, not at the top: every start imports this module
 
     part = downloads_dir / f"{key}.part"
     own_client = client is None

@@ -24,25 +24,10 @@ from voxcli.events import Progress
 from voxcli.hub import leftovers
 from voxcli.hub.cache import MANIFEST, Cache, check_name
 from voxcli.hub.catalog import KINDS, ModelEntry, ModelFile, load_catalog
-from voxcli.hub.download import ProgressFn, disk_full, http_client
+from voxcli.hub.download import ProgressFn, disk_full, http_client, progress_fn, set_progress_hook  # noqa: F401 (API)
 from voxcli.hub.resolve import ModelBundle, installed_bundle, package_bundle, package_files
 from voxcli.hub.sources import Fetch, default_name, fetch_catalog, fetch_origin, guess_kind
 from voxcli.hub.verify import verify_file
-
-_progress_hook: ProgressFn | None = None
-
-
-def set_progress_hook(fn: ProgressFn | None) -> None:
-    """Where pulls without their own `on_progress` report (the CLI installs its progress view here),
-    so a model pulled automatically on first use shows progress too."""
-    global _progress_hook
-    _progress_hook = fn
-
-
-def progress_fn(fn: ProgressFn | None) -> ProgressFn:
-    """`fn`, else the installed hook, else a function that drops the events."""
-    return fn or _progress_hook or (lambda _p: None)
-
 
 @dataclass(frozen=True)
 class PullTarget:

@@ -191,6 +191,12 @@ def load_or_split(onnx_path: Path, derived_dir: Path | None) -> SplitGraph:
     source = _fingerprint(onnx_path)
     if derived_dir is None:
         return split_in_memory(onnx_path)
+    # Every start after the first: reading needs no lock (nor filelock's ~10 ms import, issue 15): the
+    # parts are written atomically and checked against their records (quietly here; the locked path says why).
+    if derived_dir.is_dir() and not derived.problems(derived_dir, _parts(derived_dir)):
+        cached = _read_cached(derived_dir, source)
+        if cached is not None:
+            return cached
     try:
         derived_dir.mkdir(parents=True, exist_ok=True)
         from filelock import FileLock
