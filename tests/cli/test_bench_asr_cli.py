@@ -27,6 +27,17 @@ def test_bench_asr_json_on_beckett(speech_samples, tmp_path) -> None:
     assert 0 <= s["commit_delay_p50_s"] <= s["commit_delay_p95_s"] <= 2.0
     assert s["worker_rtf"] > 0 and s["peak_rss_mb"] > 50
     assert doc["files"][0]["file"] == "beckett.wav"
+    assert s["step_ms"] == 500  # no --step-ms: the model's own step (moonshine-tiny-en: the engine default)
+
+
+def test_an_explicit_step_wins_over_the_models(speech_samples, tmp_path) -> None:
+    ref = tmp_path / "beckett.txt"
+    ref.write_text(BECKETT_REF)
+    r = CliRunner().invoke(app, ["bench", "asr", str(speech_samples["beckett"]), "--ref", str(ref), "--speed", "0",
+                                 "--step-ms", "700", "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["summary"]["step_ms"] == 700 and doc["files"][0]["step_ms"] == 700
 
 
 def test_bench_asr_needs_one_ref_per_file(speech_samples, tmp_path) -> None:

@@ -16,8 +16,9 @@ from voxcli.asr.batch import transcribe_audio
 from voxcli.bench.wer import WER, word_errors
 
 MAX_WER = {"moonshine-tiny-en": 0.07, "moonshine-base-en": 0.05, "whisper-tiny-en": 0.07, "whisper-base": 0.05}
-#: The espeak voices only for the two fast models (the base models take minutes on 2 cores).
-MAX_WER_ESPEAK = {"moonshine-tiny-en": 0.29, "whisper-tiny-en": 0.36}
+#: The espeak voices not for whisper-base (minutes on 2 cores); moonshine-base-en is fast since its
+#: int8 graphs (issue 16: 44/313 errors, as the fp32 graph).
+MAX_WER_ESPEAK = {"moonshine-tiny-en": 0.29, "whisper-tiny-en": 0.36, "moonshine-base-en": 0.17}
 
 
 def _score(name: str, clips) -> WER:

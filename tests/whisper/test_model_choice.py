@@ -60,3 +60,26 @@ def test_parts_are_joined_in_order_and_a_corrupt_join_is_redone(tmp_path) -> Non
 def test_a_whole_model_bin_is_used_in_place(tmp_path) -> None:
     (tmp_path / "model.bin").write_bytes(b"x")
     assert model_dir(tmp_path, None) == tmp_path
+
+
+def test_the_catalog_step_is_the_streamers_step_unless_the_caller_gives_one() -> None:
+    """A slower model re-decodes less often (catalog `step_ms`); an explicit step still wins."""
+    from dataclasses import replace
+
+    from tests.whisper.conftest import installed
+    from voxcli.asr.models import load_engine
+    from voxcli.asr.streamer import ASRStreamer
+    from voxcli.runtimes.silero_vad import SileroVAD
+
+    bundle = installed("moonshine-tiny-en")
+    vad = SileroVAD.load(installed("silero-vad").file("silero_vad.onnx"))
+    slow = load_engine(replace(bundle, entry=replace(bundle.entry, extra={**bundle.entry.extra, "step_ms": 1000})),
+                       threads=1)
+    plain = load_engine(bundle, threads=1)
+    steps = []
+    for engine, step_ms in ((slow, None), (slow, 300), (plain, None)):
+        s = ASRStreamer(engine, vad, step_ms=step_ms)
+        steps.append(s.step)
+        s.finish()
+    assert (slow.step_ms, plain.step_ms) == (1000, None)
+    assert steps == [16000, 4800, 8000]  # samples at 16 kHz: the catalog's 1 s, the caller's 300 ms, the default

@@ -37,7 +37,19 @@ def runtime_of(bundle: "ModelBundle") -> str:
 
 
 def load_engine(bundle: "ModelBundle", *, threads: int | None = None) -> "ASREngine":
-    """The `ASREngine` of a resolved ASR bundle."""
+    """The `ASREngine` of a resolved ASR bundle.
+
+    The catalog's `step_ms` becomes the engine's `step_ms`: the re-decode interval the streamer
+    uses when its caller gives none (a slower model re-decodes less often to keep real time).
+    """
+    engine = _load_engine(bundle, threads)
+    step = bundle.entry.extra.get("step_ms") if bundle.entry is not None else None
+    if step is not None:
+        engine.step_ms = int(step)  # type: ignore[attr-defined]
+    return engine
+
+
+def _load_engine(bundle: "ModelBundle", threads: int | None) -> "ASREngine":
     if runtime_of(bundle) == "whisper-ct2":
         try:
             import ctranslate2  # noqa: F401
@@ -51,8 +63,13 @@ def load_engine(bundle: "ModelBundle", *, threads: int | None = None) -> "ASREng
 
         return WhisperCT2.load(model_dir(bundle.path, bundle.derived_dir), name=bundle.name, threads=threads)
     from voxcli.runtimes.moonshine import MoonshineASR
+    from voxcli.runtimes.moonshine_int8 import DERIVE_KEY
 
-    return MoonshineASR.load(bundle.path, name=bundle.name, threads=threads)
+    derive = bundle.entry.extra.get("derive") if bundle.entry is not None else None
+    if derive not in (None, DERIVE_KEY):
+        raise UsageError(f"{bundle.name}: unknown derive {derive!r} in the catalog (known: {DERIVE_KEY})")
+    int8_dir = bundle.derived_dir if derive == DERIVE_KEY else None
+    return MoonshineASR.load(bundle.path, name=bundle.name, threads=threads, int8_dir=int8_dir)
 
 
 def load_asr(model: str | None = None, *, offline: bool | None = None,

@@ -65,7 +65,7 @@ class ASRStreamer:
         vad: FrameScorer,
         *,
         agreement: int = DEFAULT_AGREEMENT,
-        step_ms: int = DEFAULT_STEP_MS,
+        step_ms: int | None = None,
         vad_config: VADConfig | None = None,
         max_buffer_s: float = 20.0,
         lockstep: bool = False,
@@ -76,7 +76,7 @@ class ASRStreamer:
     ) -> None:
         if getattr(model, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
             raise UsageError("the ASR model must take 16 kHz audio")
-        if step_ms < 100:
+        if (step_ms := step_ms or getattr(model, "step_ms", None) or DEFAULT_STEP_MS) < 100:  # None: the model's
             raise UsageError("--step-ms must be at least 100")
         self.model, self.vad = model, vad
         self.vad_config = vad_config or VADConfig()
@@ -373,7 +373,7 @@ def open_asr_streamer(
     model: str | None = None,
     language: str = "en",
     agreement: int = DEFAULT_AGREEMENT,
-    step_ms: int = DEFAULT_STEP_MS,
+    step_ms: int | None = None,
     *,
     endpoint_ms: float = DEFAULT_ENDPOINT_MS,
     lockstep: bool = False,
@@ -387,7 +387,7 @@ def open_asr_streamer(
 ) -> ASRStreamer:
     """The library entry point: resolve the models by name and start a streamer.
 
-    `threads`: the ASR model's intra-op threads (None: the session policy's default).
+    `threads`: the ASR model's intra-op threads (None: the session policy's default). `step_ms` None: the model's.
     `tail_from_speech` (with hold_from="speech", as chat runs): the final's end pad counts from the last
     speech sample too, so the speculative final is ready ~a VAD decay earlier; its span then differs from
     `voxcli transcribe`'s, whose pad counts from the VAD's silence onset."""

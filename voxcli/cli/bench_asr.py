@@ -27,7 +27,7 @@ from voxcli.cli.options import (
     VerboseOpt,
     command_config,
 )
-from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
+from voxcli.config import DEFAULT_AGREEMENT
 from voxcli.errors import ExitCode, UsageError
 
 ASR_HELP = """\
@@ -68,7 +68,7 @@ def bench_asr(
     files: Annotated[list[str], typer.Argument(metavar="FILE...", help="Recordings (any format soundfile reads).", show_default=False)],
     refs: Annotated[Optional[list[str]], typer.Option("--ref", help="Reference transcript file, one per FILE, in order.")] = None,
     speed: SpeedOpt = 1.0,
-    step_ms: StepMsOpt = DEFAULT_STEP_MS,
+    step_ms: StepMsOpt = None,
     agreement: AgreementOpt = DEFAULT_AGREEMENT,
     endpoint_ms: EndpointMsOpt = None,
     models: Annotated[Optional[list[str]], typer.Option(

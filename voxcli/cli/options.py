@@ -93,7 +93,7 @@ EndpointMsOpt = Annotated[Optional[int], typer.Option(
     help="Silence that ends an utterance, in ms (default: config asr.endpoint_ms, else 500).")]
 OutputFileOpt = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write a .wav or .flac file (atomically) instead of playing.", show_default=False)]
-StepMsOpt = Annotated[int, typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking, ms.")]
+StepMsOpt = Annotated[Optional[int], typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking, ms (default: the model's own: 500, moonshine-base-en 1000).", show_default=False)]
 AgreementOpt = Annotated[int, typer.Option(
     "--agreement", min=1, max=5, help="Hypotheses that must agree before a word is stable (LocalAgreement n).")]
 SpeedOpt = Annotated[float, typer.Option(

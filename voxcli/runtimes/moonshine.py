@@ -1,4 +1,7 @@
-"""Moonshine (tiny, English) speech recognition on onnxruntime.
+"""Moonshine (tiny and base, English) speech recognition on onnxruntime.
+
+Tiny runs its `.ort` graphs as shipped; base runs int8 graphs built once from
+its weight-compressed `.ort` files (`moonshine_int8`, catalog `derive = "int8"`).
 
 Moonshine's encoder reads raw 16 kHz samples (no mel front end) and its cost
 grows with the audio length, which is what makes re-decoding a growing buffer
@@ -13,6 +16,7 @@ for display and for choosing a cut region, not for subtitles.
 """
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,6 +61,8 @@ class MoonshineASR:
     name: str = "moonshine-tiny-en"
     bos_id: int = 1
     eos_id: int = 2
+    step_ms: int | None = None
+    """Re-decode interval to stream at when the caller gives none (the catalog's `step_ms`; None: the default)."""
 
     def __init__(self, encoder, decoder, tokenizer, name: str = "moonshine-tiny-en", beam: int = 1) -> None:
         self.beam = beam
@@ -78,8 +84,12 @@ class MoonshineASR:
 
     @classmethod
     def load(cls, directory: Path, *, threads: int | None = None, name: str = "moonshine-tiny-en",
-             beam: int = 1) -> "MoonshineASR":
-        """Load the two `.ort` graphs and `tokenizer.json` from one directory."""
+             beam: int = 1, int8_dir: Path | None = None) -> "MoonshineASR":
+        """Load the two `.ort` graphs and `tokenizer.json` from one directory.
+
+        `int8_dir`: run the int8 graphs built from the `.ort` files into this
+        derived directory instead (`moonshine_int8`: the catalog's `derive = "int8"`).
+        """
         from tokenizers import Tokenizer
 
         directory = Path(directory)
@@ -89,9 +99,17 @@ class MoonshineASR:
                 f"{name}: missing {', '.join(missing)} in {directory}",
                 hint=f"voxcli pull {name}",
             )
+        graphs = (directory / ENCODER_FILE, directory / DECODER_FILE)
+        if int8_dir is not None:
+            from voxcli.runtimes.moonshine_int8 import int8_graphs
+
+            try:
+                graphs = int8_graphs(directory, int8_dir)
+            except OSError as exc:  # a read-only or full cache: the .ort graphs give the same words, slower
+                logging.getLogger(__name__).warning("%s: running the .ort graphs (%s)", name, exc)
         return cls(
-            session(directory / ENCODER_FILE, threads=threads),
-            session(directory / DECODER_FILE, threads=threads),
+            session(graphs[0], threads=threads),
+            session(graphs[1], threads=threads),
             Tokenizer.from_file(str(directory / TOKENIZER_FILE)),
             name=name,
             beam=beam,
