@@ -150,6 +150,13 @@ def _ledger(voxcli: list[str], data: Path, args: argparse.Namespace, endpoint: s
     return json.loads(led.stdout) if led.returncode == 0 and led.stdout.strip() else None
 
 
+def _engine_ms(led: dict) -> float | None:
+    """`ledger --measured`'s prediction of the turn on chat's own schedule (the `engine` measurement; the
+    top-level `total_ms` is the seed's formula, hold and ASR tail in parallel and the rest in series)."""
+    value = ((led.get("measurements") or {}).get("engine") or {}).get("value_ms")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 def _summary(turns: list[dict]) -> dict[str, dict[str, float | None]]:
     summary: dict[str, dict[str, float | None]] = {}
     for term in TERMS:
@@ -190,9 +197,12 @@ def _print_arm(label: str, doc: dict) -> None:
         cells = "".join(f"{s[k]:9.0f}" if s[k] is not None else f"{'-':>9}" for k in ("p50", "p90", "p95", "min", "max"))
         print(f"{term:<20}{cells}")
     _print_rows(doc["rows"])
-    led = doc.get("ledger") or {}
-    if led.get("total_ms") is not None:
-        print(f"ledger --measured predicts {led['total_ms']:.0f} ms")
+    led, p50 = doc.get("ledger") or {}, doc["summary"]["total_ms"]["p50"]
+    eng = _engine_ms(led)
+    if eng is not None:
+        err = f" ({100 * (eng - p50) / p50:+.1f} % of the measured p50)" if p50 else ""
+        print(f"ledger --measured predicts {eng:.0f} ms on chat's schedule{err}; the seed's formula on its "
+              f"terms {led['total_ms']:.0f} ms")
     print("heard:", "; ".join(u or "-" for u in doc["users"]))
 
 
@@ -249,6 +259,7 @@ def main() -> int:
     out["loadavg_1_5_15"] = load
     if len(arms) == 1:
         out["ledger_total_ms"] = (first.get("ledger") or {}).get("total_ms")
+        out["ledger_engine_ms"] = _engine_ms(first.get("ledger") or {})
     else:
         base = first["summary"]["total_ms"]["p50"]
         out["total_p50_ratio_to_first"] = {k: (d["summary"]["total_ms"]["p50"] / base if base else None)

@@ -70,3 +70,26 @@ def test_the_local_llm_gets_the_llm_share(real_cache) -> None:
     opts = llm.engine._session.get_session_options()  # spinning off here too (issue 13, item 7)
     assert opts.intra_op_num_threads == 1
     assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_a_reply_of_the_on_device_llm_starts_with_a_short_first_chunk(real_cache) -> None:
+    """chat's TTS factory: the on-device LLM's reply is first spoken after `LOCAL_FIRST_WORDS` words (each
+    word more is LLM time before the voice starts); a server's after the chunker's default."""
+    from voxcli.chat.models import LOCAL_FIRST_WORDS, ChatModels
+    from voxcli.events import AudioChunk
+    from voxcli.tts.chunker import ChunkerConfig
+    from voxcli.tts.streamer import load_voice
+
+    voice = load_voice()
+
+    def texts(budget: ThreadBudget) -> list[str]:
+        stream = ChatModels(llm=None, voice=voice, asr=None, vad=None, budget=budget).open_reply_stream()
+        for word in "The capital of France is Paris.".split(" "):  # as an LLM writes it, word by word
+            stream.send(word + " ")
+        stream.finish()
+        return [c.text for c in stream.output if isinstance(c, AudioChunk) and c.kind == "audio" and c.text]
+
+    local, server = texts(ThreadBudget(tts=1, asr=1, llm=1)), texts(ThreadBudget(tts=2, asr=1, llm=0))
+    assert LOCAL_FIRST_WORDS < ChunkerConfig().first_words
+    assert len(local[0].split()) == LOCAL_FIRST_WORDS and len(server[0].split()) == ChunkerConfig().first_words
+    assert " ".join(local).split() == " ".join(server).split() == "The capital of France is Paris.".split()

@@ -179,3 +179,41 @@ def test_a_warm_up_runs_only_while_the_user_speaks_and_is_cancelled_alone(real_c
     assert list(warm) == [] and warm.stats.cancelled and warm.stats.t_first is None
     list(reply)
     assert not reply.stats.cancelled and reply.stats.t_first is not None  # the other one was not touched
+
+
+def test_a_dropped_speculation_cancels_its_own_generation_alone(real_cache):
+    """The reply started on a speculation that is then dropped stops its own on-device generation; another
+    generation of the same engine (a warm-up's) goes on -- `llm.cancel()` would have stopped both. The state
+    `_drop_speculation` reads is given directly; the generations are iterated after the drop: no timing."""
+    import threading
+
+    from voxcli.chat.preempt import PreemptMixin, Speculation
+    from voxcli.chat.turn import Reply
+    from voxcli.chat.turnlog import TurnClock
+    from voxcli.llm.local import LocalLLMConfig, load_local_llm
+
+    class Host(PreemptMixin):
+        def __init__(self, llm) -> None:
+            self.llm, self._lock, self._spec, self._reply = llm, threading.RLock(), None, None
+            self.wasted_preemptive = 0
+
+    class Tts:
+        cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    llm = load_local_llm(config=LocalLLMConfig(max_new_tokens=4))
+    msgs = [{"role": "user", "content": "Hello"}]
+    host = Host(llm)
+    warm = llm.engine.start(msgs)  # another generation of the engine, registered like a warm-up's
+    spec = Speculation(0, 0, "Hello", TurnClock())
+    reply = Reply(turn=0, tts=Tts(), clock=spec.clock, speculation=spec)
+    stream = host._reply_stream(reply, msgs)
+    assert reply.generation is stream.generation is not None
+    host._spec, host._reply = spec, reply
+    host._drop_speculation(spec)
+    assert spec.dropped and reply.dropped and reply.tts.cancelled and host.wasted_preemptive == 1
+    deltas = list(stream)
+    assert [d.text for d in deltas if not d.is_final] == [] and deltas[-1].metrics.get("cancelled") == 1.0
+    assert list(warm) and not warm.stats.cancelled  # the other generation was not touched

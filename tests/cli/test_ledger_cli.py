@@ -190,8 +190,8 @@ def test_frontier_table_and_json_on_real_speech(runner, real_cache):
 
 def test_measured_uses_the_configuration_in_force_and_the_real_overlap(runner, real_cache, tmp_path):
     """The engine holds asr.endpoint_ms (not the preset's 250 ms) and the ledger measures what it overlapped."""
+    from voxcli.chat.models import LOCAL_FIRST_WORDS
     from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
-    from voxcli.tts.chunker import ChunkerConfig
 
     from voxcli.chat.turnlog import TurnClock, append_turn, make_record
 
@@ -205,14 +205,15 @@ def test_measured_uses_the_configuration_in_force_and_the_real_overlap(runner, r
     doc = json.loads(r.stdout)
     assert doc["knobs"]["endpoint_ms"] == 420 and doc["knob_sources"]["endpoint_ms"] == "config"
     assert doc["knobs"]["agreement"] == DEFAULT_AGREEMENT and doc["knobs"]["chunk_ms"] == DEFAULT_STEP_MS
-    assert doc["knobs"]["first_chunk_words"] == (ChunkerConfig().first_words or 12)
+    assert doc["knobs"]["first_chunk_words"] == LOCAL_FIRST_WORDS  # chat's first chunk with the on-device LLM
     assert doc["terms"]["endpoint_ms"] == 420 and doc["sources"]["endpoint_ms"] == "config"
     assert doc["sources"]["asr_tail_ms"] == "measured" and doc["sources"]["uplink_ms"] == "assumed"
     assert doc["sources"]["llm_ttft_ms"] == "turn log" and doc["terms"]["llm_ttft_ms"] == pytest.approx(200.0)
     turns = doc["measured_turns"]  # the prediction next to the turns really measured
     assert turns["turns"] == 3 and turns["total_ms_p50"] == pytest.approx(750.0)
-    engine = doc["measurements"]["engine"]["value_ms"]  # chat's schedule (preemptive reply), not the seed's sum
-    assert turns["predicted_ms"] == pytest.approx(engine, abs=0.01) and engine <= doc["total_ms"]
+    engine = doc["measurements"]["engine"]["value_ms"]  # chat's schedule on the terms its turn log measured:
+    # these turns were not preemptive, so final 440 + hops 10 + first token 200 + first audio 100 in series
+    assert turns["predicted_ms"] == pytest.approx(engine, abs=0.01) and engine == pytest.approx(750.0)
     assert turns["prediction_error_pct"] == pytest.approx(100 * (engine - 750.0) / 750.0, abs=0.1)
     assert doc["knobs"]["network"] == "device" and doc["terms"]["downlink_ms"] == 0  # voxcli runs on-device
     timeline = doc["measurements"]["asr_start_ms"]["data"]

@@ -101,7 +101,7 @@ def engine_knobs(cfg: Any, network: str, endpoint: str | None = None) -> tuple[A
     """
     from voxcli import config as C
     from voxcli.bench.ledger_knobs import Knobs
-    from voxcli.tts.chunker import ChunkerConfig
+    from voxcli.chat.models import LOCAL_FIRST_WORDS
 
     keys = C.config_keys()
 
@@ -118,7 +118,7 @@ def engine_knobs(cfg: Any, network: str, endpoint: str | None = None) -> tuple[A
         hold, hold_src = HoldPolicy().min_ms, "semantic short hold"
     n, n_src = value("asr.agreement", C.DEFAULT_AGREEMENT)
     step, step_src = value("asr.step_ms", C.DEFAULT_STEP_MS)
-    words, words_src = value("tts.first_words", ChunkerConfig().first_words)
+    words, words_src = value("tts.first_words", LOCAL_FIRST_WORDS)  # chat's first chunk, on-device LLM
     words = words or 12  # first chunk off: the first clause, assumed 12 words
     knobs = Knobs(chunk_ms=float(step), agreement=int(n), first_chunk_words=int(words),
                   endpoint_ms=float(hold), network=network)
@@ -137,9 +137,14 @@ def _turn_terms(term: str, last: int) -> list[float]:
     ]
 
 
-def measured_turns(predicted_ms: float, last: int = 20) -> dict[str, Any] | None:
-    """The chat turns really measured (turn log `total_ms`) next to the ledger's prediction; None without turns."""
-    values = _turn_terms("total_ms", last)
+def measured_turns(predicted_ms: float, last: int = 20, mode: str | None = None) -> dict[str, Any] | None:
+    """The chat turns really measured (turn log `total_ms`; those of end of turn `mode` when the log tells them
+    apart) next to the ledger's prediction; None without turns."""
+    if mode is None:
+        values = _turn_terms("total_ms", last)
+    else:
+        values = [float(r["terms"]["total_ms"]) for r in _mode_records(mode, last)[0]
+                  if isinstance(r.get("terms"), dict) and isinstance(r["terms"].get("total_ms"), (int, float))]
     if not values:
         return None
     p50 = statistics.median(values)
@@ -223,17 +228,72 @@ def detector_holds(offline: bool | None = None, last: int = 20) -> tuple[tuple[f
     return tuple(holds), statistics.median(took), where
 
 
-def measure_engine(cfg: Any, budget: Any, flag: str | None = None, offline: bool | None = None) -> Measurement:
-    """chat's own schedule on these terms (`voxcli.bench.ledger_engine`): the preemptive reply, and with the
-    semantic endpoint the detector's hold per turn; value = the predicted median first audio."""
-    from voxcli.bench.ledger_engine import EngineModel, predict
+def _mode_records(mode: str, last: int = 20) -> tuple[list[dict[str, Any]], bool]:
+    """The latest chat turns of this end of turn (a semantic record carries the detector's verdict), and
+    whether they are tagged so; else every latest turn (records older than the tag), untagged."""
+    if importlib.util.find_spec("voxcli.chat.turnlog") is None:
+        return [], False
+    from voxcli.chat.turnlog import read_turns
 
+    recs = [r for r in read_turns(last=4 * last) if r.get("speech_end_ms") is not None]  # spoken, not typed
+    tagged = [r for r in recs if bool(r.get("detector")) == (mode == "semantic")]
+    return (tagged[-last:], True) if tagged else (recs[-last:], False)
+
+
+def measure_engine(cfg: Any, budget: Any, flag: str | None = None, offline: bool | None = None) -> Measurement:
+    """chat's own schedule; value = the predicted median first audio. From the terms chat's turn log measured
+    when it has turns of this end of turn (`voxcli.bench.ledger_turns`), else from the budget's terms
+    (`voxcli.bench.ledger_engine`)."""
+    mode, src = endpoint_mode(cfg, flag)
+    records, tagged = _mode_records(mode)
+    if records and (tagged or mode == "semantic"):
+        try:
+            return _engine_from_log(budget, mode, src, records, tagged, offline)
+        except ValueError:
+            pass  # turns without a first audio: the budget's terms
+    return _engine_from_budget(budget, mode, src, offline)
+
+
+def _engine_from_log(budget: Any, mode: str, src: str, records: list[dict[str, Any]], tagged: bool,
+                     offline: bool | None) -> Measurement:
     from dataclasses import replace
 
-    mode, src = endpoint_mode(cfg, flag)
-    tts = _turn_terms("tts_first_audio_ms", 20)
-    if tts:  # chat's own first token -> first audio: the first chunk's words wait for the LLM that writes them
-        budget = replace(budget, tts_first_audio_ms=statistics.median(tts))
+    from voxcli.bench.ledger import total_ms
+    from voxcli.bench.ledger_knobs import NETWORKS
+    from voxcli.bench.ledger_turns import Verdict, logged_terms, logged_verdicts, predict_logged
+    from voxcli.chat.turn_detector import HoldPolicy
+
+    terms, n = logged_terms(records), len(records)
+    how = f"{mode} end of turn ({src}); the terms are medians of the last {n} chat turns of chat's turn log"
+    if mode == "vad" and terms.endpoint_ms is not None and not (
+            budget.endpoint_ms <= terms.endpoint_ms <= budget.endpoint_ms + 300):
+        terms = replace(terms, endpoint_ms=budget.hold_end_ms)  # logged with another hold than the one in force
+        how += f"; the endpoint: the hold in force + the measured VAD decay ({budget.hold_end_ms:.0f} ms)"
+    verdicts: list[Verdict] = []
+    if mode == "semantic":
+        policy = HoldPolicy()
+        verdicts = logged_verdicts(records, max(policy.complete_ms, policy.min_ms)) if tagged else []
+        if verdicts:
+            how += f"; the detector's verdicts as logged ({len(verdicts)} turns)"
+        else:
+            holds, det_ms, where = detector_holds(offline)
+            verdicts = [Verdict(h, det_ms, h <= max(policy.complete_ms, policy.min_ms)) for h in holds]
+            how += f"; the detector scored {where}"
+    legs = max(0.0, budget.uplink_ms - NETWORKS["device"].uplink_ms) + budget.downlink_ms
+    pred = predict_logged(terms, mode, verdicts=verdicts, tts_ms=budget.tts_first_audio_ms, extra_legs_ms=legs,
+                          seed_total_ms=total_ms(budget))
+    tts_how = {"audio ready": "first token -> first audio ready, before any wait for the verdict",
+               "ungated turns": "first token -> first audio of the turns that did not wait for a verdict"}
+    how += "; TTS first audio: " + (f"median of {n} chat turns ({tts_how.get(terms.tts_from, terms.tts_from)})"
+                                    if terms.tts_ms is not None else "the term above (no turn measured it)")
+    data = {**pred.to_dict(), "logged_terms": terms.to_dict()}
+    return Measurement(pred.total_ms, "engine", f"{how}. {' '.join(pred.explain())}", data)
+
+
+def _engine_from_budget(budget: Any, mode: str, src: str, offline: bool | None) -> Measurement:
+    """chat's own schedule on the budget's terms (`voxcli.bench.ledger_engine`): no chat turns logged."""
+    from voxcli.bench.ledger_engine import EngineModel, predict
+
     if mode == "semantic":
         holds, det_ms, where = detector_holds(offline)
         model = EngineModel("semantic", True, holds, det_ms)
@@ -241,6 +301,5 @@ def measure_engine(cfg: Any, budget: Any, flag: str | None = None, offline: bool
     else:
         model, how = EngineModel("vad", True), f"vad end of turn ({src})"
     pred = predict(budget, model)
-    how += "; TTS first audio: " + (f"median of {len(tts)} chat turns (first token -> first audio)" if tts
-                                    else "the term above")
+    how += "; no chat turns of this end of turn logged: the terms above"
     return Measurement(pred.total_ms, "engine", f"{how}. {' '.join(pred.explain())}", pred.to_dict())

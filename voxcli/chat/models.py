@@ -68,6 +68,31 @@ class ChatModels:
     turn_detector: Any = None
     """`voxcli.chat.turn_detector.TurnDetector` with `endpoint="semantic"`, else None (VAD hold only)."""
 
+    @property
+    def reply_first_words(self) -> int:
+        """Words in the first TTS chunk of a reply: `LOCAL_FIRST_WORDS` with the on-device LLM, else the
+        chunker's default."""
+        from voxcli.tts.chunker import ChunkerConfig
+
+        return LOCAL_FIRST_WORDS if self.budget.llm else ChunkerConfig().first_words
+
+    def open_reply_stream(self, *, max_buffer_flush_ms: float | None = None) -> Any:
+        """The agent's TTS factory: a stream on the voice whose first chunk is `reply_first_words` long."""
+        from voxcli.tts.chunker import ChunkerConfig
+        from voxcli.tts.streamer import StreamerConfig
+
+        cfg = StreamerConfig(chunker=ChunkerConfig(first_words=self.reply_first_words))
+        return self.voice.open_stream(cfg, max_buffer_flush_ms=max_buffer_flush_ms)
+
+
+LOCAL_FIRST_WORDS: Final = 2
+"""The first TTS chunk of a reply written by the on-device LLM (the chunker's default is 4). Each word
+of the first chunk is LLM time before the voice can start: SmolLM2 writes ~20-25 ms a token on the
+shared 2 cores, and a word is complete only when the next token begins, so 4 words cost ~4 tokens
+after the first. Measured (benchmarks/bench_turn.py --endpoint semantic, first token -> first audio
+p50, one interleaved run, load 13-15): 4 words 470 ms, 3 words 410, 2 words 317. A clause or a
+sentence that ends sooner still cuts sooner ("Yes, " / "Paris. ")."""
+
 
 HOLD_FROM: Final = "speech"
 """Where chat's streamer counts the endpoint hold from: the last speech sample (`ASRStreamer.hold_from`)."""

@@ -262,10 +262,28 @@ class PreemptMixin:
             if mine:
                 reply.barged = reply.dropped = True  # silenced: nothing more is sent, played or recorded
         if mine:
-            self.llm.cancel()
+            self._cancel_reply_llm(reply)
             reply.tts.cancel()
             if reply.announced:  # confirmed, then the final said other words: stop what plays
                 self.speaker.stop()
+
+    def _reply_stream(self, reply: Any, messages: list[dict[str, str]]) -> Any:
+        """The LLM's stream for `reply`; its own generation is kept (`Reply.generation`, on-device) so that a
+        dropped speculation cancels that generation alone."""
+        stream = self.llm.stream(messages)
+        reply.generation = getattr(stream, "generation", None)
+        return stream
+
+    def _cancel_reply_llm(self, reply: Any) -> None:
+        """Stop the LLM work of `reply` only: its own generation (on-device: `llm.cancel()` would stop every
+        generation of the engine, a warm-up's too); a server client streams one reply at a time, so its
+        `cancel()` is this reply's. A reply whose on-device stream has not started yet needs nothing: its
+        first delta sees the drop (`Agent._speak_llm`)."""
+        gen = reply.generation
+        if gen is not None:
+            _cancel_generation(gen)
+        elif not hasattr(getattr(self.llm, "engine", None), "start"):
+            self.llm.cancel()
 
     def _final_of_speculation(self, text: str, now: float) -> bool:
         """The final caption of a confirmed speculation: its reply is under way already (True)."""
@@ -282,7 +300,23 @@ class PreemptMixin:
         spec.decided.set()
         return False
 
+    def _hold_audio(self, reply: Any) -> bool:
+        """The first audio of a preemptive reply exists: stamp it (the turn log's `audio_ready_ms`, the TTS term
+        without the wait), then wait for the endpoint's verdict; False if dropped."""
+        if reply.clock.audio_ready is None and not reply.speculation.dropped:
+            reply.clock.audio_ready = self.clock()
+        return self._verdict(reply)
+
     def _await_verdict(self, reply: Any) -> bool:
+        """The reply's LLM stream has ended: wait for the endpoint; False if dropped. A dropped reply's stamps
+        are cleared: a semantic turn held mid-phrase keeps this clock, and its next reply stamps its own."""
+        ok = self._verdict(reply)
+        if not ok:
+            c = reply.clock
+            c.llm_request = c.llm_first_token = c.audio_ready = None
+        return ok
+
+    def _verdict(self, reply: Any) -> bool:
         """Before the first audio of a preemptive reply: wait for the endpoint; False if dropped."""
         spec = reply.speculation
         if spec is None:

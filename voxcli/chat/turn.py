@@ -50,6 +50,8 @@ class Reply:
     """A preemptive reply whose speculation was dropped: silenced like a barge-in, never recorded."""
     announced: bool = False
     """`TurnStart` was emitted (a preemptive reply announces itself once its endpoint is confirmed)."""
+    generation: Any = None
+    """The on-device LLM's `Generation` of this reply (`voxcli.chat.preempt`: a drop cancels it alone)."""
 
 
 @dataclass

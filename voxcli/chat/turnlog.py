@@ -34,9 +34,11 @@ One JSON object per line in `voxcli.config.turn_log_path()` (the data dir's
   = first token -> first audio handed to the speaker; total_ms = speech end ->
   first audio. Terms that were not measured are absent (uplink and downlink
   never are). Readers skip lines that do not parse or have another "event".
-- Optional keys (older lines lack them): `preemptive`, `wasted_preemptive`, and
+- Optional keys (older lines lack them): `preemptive`, `wasted_preemptive`,
   `detector` (`--endpoint semantic`: {"score", "hold_ms", "score_ms", "held"},
-  the turn detector's verdict on the user's words; `{}` in vad mode).
+  the turn detector's verdict on the user's words; `{}` in vad mode), and
+  `audio_ready_ms` (the first audio existed; earlier than `first_audio_ms` when a
+  preemptive reply waited for the endpoint's verdict before playing it).
 """
 from __future__ import annotations
 
@@ -59,6 +61,8 @@ class TurnClock:
     asr_final: float | None = None
     llm_request: float | None = None
     llm_first_token: float | None = None
+    audio_ready: float | None = None
+    """A preemptive reply's first audio existed (before it waited for the endpoint's verdict)."""
     first_audio: float | None = None
     end: float | None = None
 
@@ -91,6 +95,9 @@ class TurnRecord(Event):
     detector: dict[str, float] = field(default_factory=dict)
     """`--endpoint semantic`: the turn detector's verdict (score, hold_ms, score_ms the final waited for it,
     held 1/0); empty in vad mode. Optional: readers of version 1 ignore it."""
+    audio_ready_ms: float | None = None
+    """When the first audio existed: before `first_audio_ms` when a preemptive reply waited for the endpoint's
+    verdict (what `voxcli.bench.ledger_turns` needs: the TTS term without that wait). Optional."""
     t_unix: float = 0.0
     version: int = FORMAT_VERSION
     event = "turn"
@@ -106,6 +113,15 @@ def _diff(a: float | None, b: float | None) -> float | None:
     if a is None or b is None:
         return None
     return round(max(b - a, 0.0) * 1000.0, 1)
+
+
+def _ready(clock: TurnClock) -> float | None:
+    """The first audio's readiness: its own stamp when it is this reply's (not before the request), else the
+    first audio (a reply that did not wait for a verdict played it at once)."""
+    ready = clock.audio_ready
+    if ready is None or (clock.llm_request is not None and ready < clock.llm_request):
+        return clock.first_audio
+    return min(ready, clock.first_audio) if clock.first_audio is not None else ready
 
 
 def make_record(
@@ -150,6 +166,7 @@ def make_record(
         preemptive=preemptive,
         wasted_preemptive=wasted_preemptive,
         detector=dict(detector or {}),
+        audio_ready_ms=_ms(_ready(clock), origin),
         t_unix=time.time(),
     )
 

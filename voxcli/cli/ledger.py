@@ -265,7 +265,7 @@ def ledger(
 
         eng = measure_engine(command_config(), budget, endpoint, offline=STATE.offline or None)
         details["engine"] = eng.to_dict()  # chat's own schedule: what its turn log is compared with
-        turns = measured_turns(eng.value_ms)
+        turns = measured_turns(eng.value_ms, mode=(eng.data or {}).get("endpoint"))
     if json_out:
         out = {**doc, **led.to_dict(), "sources": sources}
         if details:

@@ -45,7 +45,8 @@ class LocalClient:
         `overrides` replace fields of the config for this call (e.g. temperature=0.7);
         bad settings raise UsageError at the call, not at the first `next()`.
         """
-        return self._deltas(self.engine.start(messages, **overrides))
+        gen = self.engine.start(messages, **overrides)
+        return _Stream(self._deltas(gen), gen)
 
     def _deltas(self, gen: Generation) -> Iterator[TextDelta]:
         from voxcli.runtimes.smollm.tokenizer import IncrementalDecoder
@@ -70,6 +71,23 @@ class LocalClient:
     def complete(self, messages: list[dict], **overrides) -> str:
         """The whole reply as one string (convenience for scripts and tests)."""
         return "".join(d.text for d in self.stream(messages, **overrides))
+
+
+class _Stream:
+    """`LocalClient.stream`'s deltas, and the `Generation` behind them: `cancel()` stops this reply alone
+    (the client's `cancel()` stops every generation of the engine, a chat warm-up's too)."""
+
+    def __init__(self, deltas: Iterator[TextDelta], generation: Generation) -> None:
+        self._deltas, self.generation = deltas, generation
+
+    def __iter__(self) -> "_Stream":
+        return self
+
+    def __next__(self) -> TextDelta:
+        return next(self._deltas)
+
+    def cancel(self) -> None:
+        self.generation.cancel()
 
 
 def load_local_llm(
