@@ -1,37 +1,40 @@
 #!/usr/bin/env python3
-"""Barge-in latency on real devices, isolated: the user's first sample -> the reply's last sample.
+"""Barge-in latency on real devices, isolated: the user's first word -> the reply's last sample.
 
-    python benchmarks/bench_barge_in.py                 # 8 barge-ins, p50/p90 and the terms
-    python benchmarks/bench_barge_in.py --compare       # interleaved with the old stop (a new stream per stop)
+    python benchmarks/bench_barge_in.py                 # 8 barge-ins, p50/p90 and the terms, the user's WER
+    python benchmarks/bench_barge_in.py --compare       # interleaved with the pause on the VAD run only
     python benchmarks/bench_barge_in.py --self-turns 20 # 20 replies heard back at full level: false barge-ins
 
 The room is a private PulseAudio null sink: the agent's reply (DeviceSpeaker,
 with the echo canceller's tap) plays into it, its monitor is the microphone
 (CancelledMic: AEC3 on), and the "user" (the speech-samples Two Cities
-recording, leading silence trimmed, as loud as the reply) is played into the
+recording from its first word, `speech_onset`, as loud as the reply) is played into the
 same sink by a second output stream that was opened before the session, so
 opening it is not measured. Every time is a PortAudio DAC stamp on the
 monotonic clock (`voxcli.audio.aec_ref.PlayHead`):
 
-  user0   the user's first speech sample reaches the sink
+  user0   the user's first word reaches the sink
+  onset   the double-talk detector (`voxcli.audio.doubletalk`, raw mic vs reference) tells the agent
   voice   the user first shows in the cancelled signal (a block's RMS above 0.02, fed at)
   fed     the audio that completes the VAD run (next line) reached `Agent.feed` (monitor, MicCapture, AEC)
   run     the VAD speech run reaches `barge_in_ms` (agent side: the ASR worker's VAD pass, which
           waits behind the worker's decode in progress)
-  pause   the agent pauses the reply on that run (no word yet)
+  pause   the agent pauses the reply (on the onset, or on the run; no word yet)
   word    the first caption with a word that is not the reply's echo
   stop    the agent stops the speaker
   silent  the reply's last sample reaches the sink (what the user hears stop)
 
-`latency = silent - user0` is the figure; the terms say where it goes. Each row also has the
-capture -> `Agent.feed` lag of every block (p50, max), the microphone's queue and the canceller's
-`frames_too_late` (a capture later than the reference it keeps).
-With `--compare` every other barge-in runs as before this change: no pause on
-the run, and the old `DeviceSpeaker.stop` (open a new output stream, then abort
-the old one: the reply plays on while the new stream opens), in one
-interleaved run. `--self-turns N` plays N whole
-replies with nobody talking and counts the barge-ins (the issue's target: 0).
-The machine may be shared: the load (`os.getloadavg`) is printed with every figure.
+`latency = silent - user0` is the figure (the reply falls silent: paused, then stopped without
+playing on in between; a pause that played on before the stop counts at the stop); the terms say
+where it goes. Each row also has the capture -> `Agent.feed` lag of every block (p50, max), the
+microphone's queue and the canceller's `frames_too_late` (a capture later than the reference it keeps).
+With `--compare` every other barge-in runs as before the double-talk detector: the reply pauses
+on the VAD run only (the onset is still timed, not acted on), in one interleaved run.
+`--self-turns N` plays N whole replies with nobody talking and counts the barge-ins (the issue's
+target: 0), the pauses (each one a false pause that played on) and the detector's onsets.
+Each barge-in also records the user's turn as the agent heard it and its WER against
+`USER_TEXT`; the run starts with the same clip played while no reply plays (the no-echo
+baseline). The machine may be shared: the load (`os.getloadavg`) is printed with every figure.
 """
 from __future__ import annotations
 
@@ -55,7 +58,9 @@ QUESTION = "What is the weather like this week?"
 LONG_REPLY = ("Tomorrow looks bright, with a gentle breeze from the west and a high of twenty two degrees. "
               "In the evening there may be a light shower, so an umbrella would not hurt. On Thursday the "
               "clouds come back, and the weekend should stay dry and a little cooler, good for a long walk.")
-USER_S = 4.0
+USER_END_S = 5.0
+"""The user's clip ends here in the recording (one breath): `USER_TEXT`."""
+USER_TEXT = "It was the best of times, it was the worst of times."
 PLAY_BEFORE_S = 2.5
 """Reply heard before the user starts (past the canceller's warm-up second)."""
 
@@ -73,10 +78,25 @@ def user_speech(rate_like: np.ndarray) -> tuple[np.ndarray, int]:
     from voxcli.hub.resolve import resolve_model
 
     user, rate = read_audio(resolve_model("speech-samples", kind=None).file("two_cities.wav"))
-    first = int(np.argmax(np.abs(user) > 0.02))  # the first sample is speech: user0 is its DAC time
-    user = user[first : first + int(USER_S * rate)]
     act = lambda a: float(np.sqrt(np.mean(a[np.abs(a) > 0.01] ** 2)))  # noqa: E731
+    first = speech_onset(user, rate, act(user))  # the first sample is speech: user0 is its DAC time
+    user = user[first : int(USER_END_S * rate)]
     return (user * (act(rate_like) / act(user))).astype(np.float32), rate
+
+
+def speech_onset(audio: np.ndarray, rate: int, level: float) -> int:
+    """First sample of the speech: the first 10 ms at half the active level, back to where it rises.
+
+    Not the first sample above a threshold: the recording opens with a lip click 0.55 s in
+    and its first word ("It") starts 0.66 s later (Silero: 0.15 on the click, 0.9 from 1.18 s);
+    timed from the click, every latency here was 0.66 s too long.
+    """
+    f = rate // 100
+    r = np.sqrt(np.mean(audio[: audio.size // f * f].reshape(-1, f) ** 2, axis=1))
+    k = int(np.argmax(r >= 0.5 * level))
+    while k > 0 and r[k - 1] >= 0.1 * level:
+        k -= 1
+    return k * f
 
 
 class Probe:
@@ -89,6 +109,18 @@ class Probe:
         self.marks: dict[str, float] = {}
         self.armed = False
         self.pauses = 0
+        self.onsets = 0
+        self.act_on_onset = True
+        near_speech = agent.near_speech
+
+        def onset() -> None:  # the canceller's callback (capture thread)
+            self.onsets += 1
+            if self.armed:
+                self.marks.setdefault("onset", time.monotonic())
+            if self.act_on_onset:
+                near_speech()
+
+        self.on_near_speech = onset
         check, stop, pause = agent._maybe_barge_in, speaker.stop, getattr(speaker, "pause", None)
 
         def maybe_barge_in(decoded: bool = False) -> None:
@@ -116,18 +148,6 @@ class Probe:
         agent._maybe_barge_in, speaker.stop = maybe_barge_in, stop_speaker
         if pause is not None:  # (a tree before the pause: the same benchmark, counting barge-ins only)
             speaker.pause = pause_speaker
-
-
-def reopening_stop(speaker: Any) -> int:
-    """The old `DeviceSpeaker.stop`: a new Player opened first, then the old one aborted."""
-    from voxcli.audio.devices import Player
-
-    old = speaker._player
-    played = old.heard()
-    speaker._player = Player(speaker.sample_rate, "pulse", max_buffer_s=old._max / old.device_rate,
-                             on_played=old.on_played)
-    old.abort()
-    return played
 
 
 def wait(cond: Any, timeout: float, step: float = 0.01) -> bool:
@@ -163,7 +183,7 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                       AgentConfig(log_turns=False, preemptive=False),
                       on_event=lambda e: seen.append((time.monotonic(), e)), clock=time.monotonic).start()
         probe = Probe(agent, speaker)
-        new_stop, new_pause = speaker.stop, getattr(speaker, "pause", None)
+        canceller.on_near_speech = probe.on_near_speech  # as `voxcli chat` wires it
         lags: list[float] = []  # capture -> feed lag of every block (MicCapture stamp to Agent.feed)
         levels: list[tuple[float, float]] = []  # (fed at, RMS) of every cancelled block
 
@@ -176,19 +196,30 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
 
         threading.Thread(target=listen, daemon=True).start()
         try:
+            if not args.self_turns:  # the same speech through the same path with no reply: the WER baseline
+                n0 = len(srv.records)
+                voice_of_user.write(user, timeout=10)
+                base = {"baseline_no_echo": heard_turn(srv, n0, 1), "load": round(os.getloadavg()[0], 2)}
+                base["user_wer"] = wer_of(base["baseline_no_echo"])
+                print(json.dumps(base), flush=True)
+                rows.append(base)
+                wait(lambda: not agent.busy(), 30)
+                time.sleep(0.5)
             trials = args.self_turns or args.trials
             for k in range(trials):
                 del lags[:], levels[:]
+                n0 = len(srv.records)
                 old = args.compare and k % 2 == 1
-                speaker.stop = (lambda: reopening_stop(speaker)) if old else new_stop
-                speaker.pause = None if old else new_pause  # the old agent did not pause on the speech run
+                probe.act_on_onset = not old  # the old agent paused on the VAD run only
                 row = self_turn(agent, probe, seen) if args.self_turns else barge_in(
                     agent, speaker, voice_of_user, user, probe, seen, BargeIn)
                 if "t_user0" in row:  # the user's voice in the cancelled signal: RMS above 0.02, fed at
+                    row["user_text"] = heard_turn(srv, n0, 2)  # the question, then the user's words
+                    row["user_wer"] = wer_of(row["user_text"])
                     t0 = row.pop("t_user0")
                     loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
-                row.update(stop="reopen" if old else "pause+flush", load=round(os.getloadavg()[0], 2),
+                row.update(stop="run-pause" if old else "onset", load=round(os.getloadavg()[0], 2),
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
                            feed_lag_ms_p50_max=[round(1000 * float(np.percentile(lags, 50))),
@@ -206,12 +237,26 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def heard_turn(srv: Any, n0: int, k: int) -> str | None:
+    """The user message of the `k`-th chat request after the first `n0` (None: it never came)."""
+    if not wait(lambda: len(srv.records) >= n0 + k, 30):
+        return None
+    return str(srv.records[n0 + k - 1].body["messages"][-1]["content"])
+
+
+def wer_of(text: str | None) -> float | None:
+    from voxcli.bench.wer import word_errors
+
+    return None if text is None else round(word_errors(USER_TEXT, text).rate, 3)
+
+
 def barge_in(agent: Any, speaker: Any, voice_of_user: Any, user: np.ndarray, probe: Probe,
              seen: list, barge_cls: type) -> dict[str, Any]:
     n_seen = len(seen)
+    base = speaker.played_samples()  # cumulative over the stream's replies: count this reply's only
     agent.submit(QUESTION)
     rate = speaker.sample_rate
-    if not wait(lambda: agent.speaking and speaker.played_samples() >= PLAY_BEFORE_S * rate, 60):
+    if not wait(lambda: agent.speaking and speaker.played_samples() - base >= PLAY_BEFORE_S * rate, 60):
         return {"error": "the reply did not play"}
     probe.marks.clear()
     probe.armed = True
@@ -234,7 +279,8 @@ def barge_in(agent: Any, speaker: Any, voice_of_user: Any, user: np.ndarray, pro
         return {"error": "no barge-in" if not got else "user audio not stamped"}
     t_silent = blocks[-1][1] + blocks[-1][2] / player.device_rate  # the reply's last sample at the DAC
     ms = lambda t: None if t is None else round(1000 * (t - t_user0))  # noqa: E731
-    return {"t_user0": t_user0, "latency_ms": ms(t_silent), "fed_ms": ms(probe.marks.get("fed")), "run_ms": ms(probe.marks.get("run")),
+    return {"t_user0": t_user0, "latency_ms": ms(t_silent), "onset_ms": ms(probe.marks.get("onset")),
+            "fed_ms": ms(probe.marks.get("fed")), "run_ms": ms(probe.marks.get("run")),
             "pause_ms": ms(probe.marks.get("pause")), "word_ms": ms(probe.marks.get("word")),
             "stop_ms": ms(probe.marks.get("stop"))}
 
@@ -242,13 +288,14 @@ def barge_in(agent: Any, speaker: Any, voice_of_user: Any, user: np.ndarray, pro
 def self_turn(agent: Any, probe: Probe, seen: list) -> dict[str, Any]:
     from voxcli.events import BargeIn, Caption
 
-    n_seen, pauses = len(seen), probe.pauses
+    n_seen, pauses, onsets = len(seen), probe.pauses, probe.onsets
     agent.submit(QUESTION)
     wait(lambda: agent.speaking, 60)
     wait(lambda: not agent.speaking, 90)
     evs = [e for _, e in seen[n_seen:]]
     words = max((len(f"{e.stable} {e.volatile}".split()) for e in evs if isinstance(e, Caption)), default=0)
     return {"barge_ins": sum(isinstance(e, BargeIn) for e in evs), "pauses": probe.pauses - pauses,
+            "onsets": probe.onsets - onsets,
             "barge_in_words": [e.user_words for e in evs if isinstance(e, BargeIn)],
             "longest_caption_words": words}
 
@@ -259,19 +306,27 @@ def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
     if self_turns:
         false = sum(r.get("barge_ins", 0) for r in rows)
         paused = sum(r.get("pauses", 0) for r in rows)
-        print(f"self-interruptions: {false} over {len(rows)} turns, false pauses (resumed) {paused} "
+        onsets = sum(r.get("onsets", 0) for r in rows)
+        print(f"self-interruptions: {false} over {len(rows)} turns, false pauses (resumed) {paused}, "
+              f"double-talk onsets {onsets} "
               f"(reply at full level into the mic, AEC on); "
               f"load {min(r['load'] for r in rows)}-{max(r['load'] for r in rows)}")
         return
-    for kind in ("pause+flush", "reopen"):
-        ok = [r for r in rows if r["stop"] == kind and "latency_ms" in r]
+    for r in rows:
+        if "baseline_no_echo" in r:
+            print(f"the same speech with no reply: WER {r['user_wer']} [{r['baseline_no_echo']}] (load {r['load']})")
+    for kind in ("onset", "run-pause"):
+        ok = [r for r in rows if r.get("stop") == kind and "latency_ms" in r]
         if not ok:
             continue
         line = [f"{kind:6s} n={len(ok)}"]
-        for key in ("latency_ms", "fed_ms", "run_ms", "pause_ms", "word_ms", "stop_ms"):
+        for key in ("latency_ms", "onset_ms", "fed_ms", "run_ms", "pause_ms", "word_ms", "stop_ms"):
             vals = [r[key] for r in ok if r[key] is not None]
             if vals:
                 line.append(f"{key[:-3]} p50 {percentile(vals, 50):.0f} p90 {percentile(vals, 90):.0f}")
+        wers = [r["user_wer"] for r in ok if r.get("user_wer") is not None]
+        if wers:
+            line.append(f"user WER mean {np.mean(wers):.3f} max {max(wers):.3f}")
         print("  ".join(line) + f"  (ms from the user's first sample; load {min(r['load'] for r in ok)}-"
               f"{max(r['load'] for r in ok)})")
     failed = [r for r in rows if "error" in r]
@@ -282,7 +337,7 @@ def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=8)
-    ap.add_argument("--compare", action="store_true", help="interleave the old stop (a new stream per barge-in)")
+    ap.add_argument("--compare", action="store_true", help="interleave the old pause (on the VAD run only)")
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
     args = ap.parse_args()
     module = load_sink()

@@ -14,10 +14,11 @@ from typing import Iterator
 
 import numpy as np
 
-from voxcli.asr.endpointer import VADConfig
+from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, VADConfig
 from voxcli.audio.virtual import VirtualSpeaker
 from voxcli.chat.agent import Agent, AgentConfig
-from voxcli.chat.listening import PAUSE_EXPIRES_S, PAUSE_MAX_S, PAUSE_MIN_S, ListeningMixin
+from voxcli.chat.listening import (ONSET_GAP_FRAMES, ONSET_WAIT_S, PAUSE_EXPIRES_S, PAUSE_MAX_S, PAUSE_MIN_S,
+                                   ListeningMixin)
 from voxcli.chat.turn import Reply
 from voxcli.chat.turnlog import TurnClock
 from voxcli.events import AudioChunk, BargeIn, Spoken
@@ -69,11 +70,23 @@ class Ears(ListeningMixin):
         self._reply = Reply(turn=0, tts=SimpleNamespace(cancel=lambda: None), clock=TurnClock())
         self._turn_running = True
         self._gate = SimpleNamespace(holding=False, speech_frame=lambda: None)
+        self._closed = threading.Event()
 
     def frames(self, probs: list[float], dt: float = 0.032) -> None:
+        """Frames fed and scored at once (the VAD keeps up)."""
         for p in probs:
             self.now += dt
+            self._fed += FRAME
             self._on_probs(np.array([p]))
+
+    def hear(self, seconds: float) -> None:
+        """Audio fed that the VAD has not scored yet (the ASR worker is busy decoding)."""
+        self.now += seconds
+        self._fed += int(seconds * SAMPLE_RATE)
+
+    def batch(self, probs: list[float]) -> None:
+        """The scores of the oldest audio fed and not yet scored, arriving at once (no time passes)."""
+        self._on_probs(np.array(probs))
 
     def caption(self, text: str) -> None:
         self._utt_words = text
@@ -214,3 +227,99 @@ def test_without_pause_or_in_half_duplex_the_old_rules_hold() -> None:
     half.frames([0.9] * RUN)
     half.caption("stop")
     assert sp.calls == [] and not half._reply.barged
+
+
+# -- the echo canceller's double-talk onset (`near_speech`, voxcli.audio.doubletalk) ----------------
+
+
+def test_an_onset_pauses_at_once_and_the_run_and_a_fresh_word_stop_the_reply() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.near_speech()  # the user over the reply, before any VAD frame
+    assert sp.calls == ["pause"] and sp.max_s == [PAUSE_EXPIRES_S]
+    ears.near_speech()  # the same onset told again: one pause
+    ears.frames([0.9] * RUN)
+    ears.caption("the weather")  # echo: still paused
+    assert sp.calls == ["pause"]
+    ears.caption("wait stop")
+    assert sp.calls == ["pause", "stop"] and ears._reply.barged
+
+
+def test_an_onset_no_speech_follows_plays_on_after_onset_wait_s_and_spends_the_pause() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.near_speech()
+    ears.frames([0.0] * int(ONSET_WAIT_S / 0.032 - 2))
+    assert sp.calls == ["pause"]
+    ears.frames([0.0] * 3)
+    assert sp.calls == ["pause", "resume"] and not ears.events
+    ears.frames([0.9] * RUN)  # a run in the same reply: the one unconfirmed pause is spent
+    ears.near_speech()
+    assert sp.calls == ["pause", "resume"]
+    ears.caption("stop now")  # a fresh word still barges in
+    assert sp.calls == ["pause", "resume", "stop"]
+
+
+def test_speech_in_a_vad_batch_that_ends_on_silence_keeps_an_onset_pause() -> None:
+    """The ASR worker delivers scores in batches: speech inside one counts even if it ends on silence;
+    the pause then ends on the first decode after `ONSET_GAP_FRAMES` of silence (not before, not without)."""
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.0] * 5)
+    ears.near_speech()
+    ears.hear(ONSET_WAIT_S + 0.05)  # the worker was busy decoding meanwhile
+    ears.batch([0.0] * 4 + [0.9] * 14 + [0.0] * 2)  # that audio's scores: more than ONSET_WAIT_S of it
+    assert sp.calls == ["pause"]  # the user spoke: wait for their words
+    ears.caption("the weather")  # a decode in a gap between words (two silent frames): still paused
+    assert sp.calls == ["pause"]
+    ears.frames([0.0] * ONSET_GAP_FRAMES, dt=0.0)  # the speech has ended (dt=0: PAUSE_MIN_S stays out of it)
+    assert sp.calls == ["pause"]  # a frame is no decode: still waiting for the words
+    ears.caption("the weather")  # the next decode with no fresh word plays on
+    assert sp.calls == ["pause", "resume"]
+
+
+def test_the_onset_wait_counts_audio_scored_after_the_pause_not_wall_time() -> None:
+    """Under load the VAD's scores come late: wall time past `ONSET_WAIT_S` with no score of the audio
+    after the pause is no evidence that the user was silent."""
+    ears = Ears(sp := PausingSpeaker())
+    ears.frames([0.0] * 5)
+    ears.hear(0.3)  # fed, not yet scored: the worker is decoding
+    ears.near_speech()
+    ears.hear(ONSET_WAIT_S + 0.1)
+    ears.batch([0.0] * 9)  # the scores of the 0.3 s before the pause arrive, 0.7 s after it
+    assert sp.calls == ["pause"]
+    ears.batch([0.0] * 3 + [0.9] * RUN)  # then the audio after it: the user
+    assert sp.calls == ["pause"]
+    ears.caption("wait stop")
+    assert sp.calls == ["pause", "stop"] and ears._reply.barged
+
+
+def test_silence_scored_after_an_onset_plays_on_and_speech_scored_before_it_does_not_count() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.hear(0.1)
+    ears.near_speech()
+    ears.batch([0.9, 0.0, 0.0])  # echo residue from before the onset, scored after it: not the user
+    ears.now += 1.0  # wall time alone ends nothing (PAUSE_MAX_S is the backstop)
+    ears.frames([0.0] * int(ONSET_WAIT_S * SAMPLE_RATE / FRAME - 2), dt=0.0)
+    assert sp.calls == ["pause"]
+    ears.frames([0.0] * 3, dt=0.0)  # ONSET_WAIT_S of silence scored after the pause
+    assert sp.calls == ["pause", "resume"]
+
+
+def test_an_onset_does_nothing_without_a_pausable_reply() -> None:
+    ears = Ears(sp := PausingSpeaker(can=False))
+    ears.near_speech()  # the canceller's warm-up is not over: its echo may be what was heard
+    ears._turn_running = False
+    ears.speaker = sp2 = PausingSpeaker()
+    ears.near_speech()  # no reply playing
+    half = Ears(sp3 := PausingSpeaker(), half_duplex=True)
+    half.near_speech()
+    assert sp.calls == sp2.calls == sp3.calls == []
+
+
+def test_a_failing_pause_on_an_onset_goes_to_the_agent_not_into_the_capture_loop() -> None:
+    class Broken(PausingSpeaker):
+        def pause(self, max_s: float | None = None) -> None:
+            raise RuntimeError("the stream is gone")
+
+    ears = Ears(Broken())
+    ears.error = None
+    ears.near_speech()  # called by the echo canceller inside the microphone's read loop: must not raise
+    assert isinstance(ears.error, RuntimeError)

@@ -24,15 +24,20 @@ before its reference) and its own delay estimator finds the rest (0-400 ms).
 On the PulseAudio null sink the echo lags the stamped reference by 0.1-0.4 ms
 (21 ms with a 100 ms output latency), constant over a run: the stamps measured
 the device path's delay, whatever PulseAudio buffered.
+
+AEC3 hides the user while both talk, so each raw frame and its reference also
+go to a double-talk detector (`voxcli.audio.doubletalk`); its onsets reach
+`EchoCanceller.on_near_speech` (chat pauses the reply on them).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Iterator
+from typing import Any, Callable, Final, Iterator
 
 import numpy as np
 
 from voxcli.audio.aec_ref import Anchor, ReferenceTimeline
+from voxcli.audio.doubletalk import DoubleTalkDetector
 
 FAR_ACTIVE: Final = 0.01
 """Far-end peak above which a frame counts as the speaker playing (for the warm-up)."""
@@ -72,6 +77,9 @@ class AECConfig:
     """A frame is given the reference played this much *after* its capture time: the echo then
     follows its reference by this plus the true path delay, so stamps that overstate the delay by
     up to this much still give AEC3 a causal echo (it finds 0-400 ms)."""
+    double_talk: bool = True
+    """Tell `EchoCanceller.on_near_speech` when the user starts talking over the far end, from the
+    raw microphone (`voxcli.audio.doubletalk`): AEC3's output hides the user for up to ~1 s then."""
 
 
 class WebRTCAPM:
@@ -121,6 +129,10 @@ class EchoCanceller:
         """Frames cancelled against silence because nothing was tapped for their time (no speaker open)."""
         self.frames_too_late = 0
         """Frames captured so long ago that their reference had left the timeline (`aec_ref.KEEP_S`)."""
+        self.detector = DoubleTalkDetector(rate) if config.double_talk else None
+        self.on_near_speech: Callable[[], None] | None = None
+        """Called (on the capture thread) when the detector sees the user start over the far end."""
+        self._jumps = 0
 
     def process(self, block: np.ndarray, t_capture: float | None) -> np.ndarray:
         """Cancel the echo in `block` (captured from `t_capture` on; None: right after the last block).
@@ -136,18 +148,26 @@ class EchoCanceller:
         self._count += a.size
         x = np.concatenate([self._carry, a]) if self._carry.size else a
         known = self.reference.end
+        if self.detector is not None and self._jumps != (jumps := self._anchor.jumps + self.reference.reanchors):
+            self._jumps = jumps
+            self.detector.reset()  # a placement jumped: no onset on this frame's say alone
         out: list[np.ndarray] = []
         i = 0
         while x.size - i >= self.frame:
             at = self.reference.index_of(t_first + i / self.rate) + self._margin
+            placed = True
             if at < known - self.reference.kept:
                 self.frames_too_late += 1
+                placed = False
             elif at + self.frame > known:
                 if x.size - i < self._hold:
                     break  # not played yet as far as we know: wait for the tap
                 self.frames_without_reference += 1
+                placed = False
             far = self.reference.read(at, self.frame)
             y = self._backend.process(x[i : i + self.frame], far)
+            if self.detector is not None:
+                self._detect(x[i : i + self.frame], far, placed)
             if self._warmup > 0:
                 y = self._warm_up(far, y, at)
             out.append(y)
@@ -155,6 +175,15 @@ class EchoCanceller:
             i += self.frame
         self._carry = x[i:].copy()
         return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+    def _detect(self, near: np.ndarray, far: np.ndarray, placed: bool) -> None:
+        """Double talk on the raw frame; an onset is told only once AEC3 has converged, with a known reference."""
+        assert self.detector is not None
+        onset = self.detector.update(near, far)
+        if not placed:
+            self.detector.reset()  # the far end of this frame is unknown: its echo would look like the user
+        elif onset and self._warmup <= 0 and self.on_near_speech is not None:
+            self.on_near_speech()
 
     def _warm_up(self, far: np.ndarray, y: np.ndarray, at: int) -> np.ndarray:
         """Mute `y` while the far end plays near its time, until AEC3 has converged.

@@ -295,7 +295,7 @@ class Agent(ListeningMixin, PreemptMixin):
         clock = reply.clock
         clock.llm_request = self.clock()
         self._finish_warm()  # its prefill is this request's prefix
-        for d in self.llm.stream(messages):
+        for d in self._reply_stream(reply, messages):  # its own generation: cancelled alone
             if d.is_final:
                 return dict(d.metrics)
             if reply.speculation is not None and reply.speculation.dropped:
@@ -361,7 +361,7 @@ class Agent(ListeningMixin, PreemptMixin):
             if reply.barged or self._closed.is_set():
                 continue  # drain the cancelled stream without playing it
             if reply.speculation is not None and not reply.announced:
-                if not self._await_verdict(reply):
+                if not self._hold_audio(reply):  # stamps the audio ready, waits for the verdict
                     continue  # dropped: the user went on
                 self._announce(reply, reply.speculation.text)
             at = self.speaker.write(chunk.audio) if epoch is None else self.speaker.write(chunk.audio, epoch=epoch)

@@ -6,7 +6,9 @@ the speech probabilities of that audio reach `_on_probs` either from the
 streamer's own VAD pass (`voxcli.chat.shared_vad.SharedVAD`: one Silero run
 per frame for the whole conversation, delivered on the streamer's worker
 thread) or, with a plain scorer, from a pass made here in `feed`. They drive
-the speech run (hysteresis) that barge-in needs.
+the speech run (hysteresis) that barge-in needs. The echo canceller's
+double-talk onsets (`voxcli.audio.doubletalk`) arrive at `near_speech` on the
+capture thread and pause the reply before that run completes.
 
 When an utterance starts and ends is the streamer's decision, not a second
 endpointer's: its `UtteranceEdge` events (`subscribe`) stamp each `Utterance`
@@ -38,6 +40,14 @@ PAUSE_MAX_S = 2.0
 """Longest the reply stays paused on speech without a word that is not its echo (then it plays on)."""
 PAUSE_EXPIRES_S = PAUSE_MAX_S + 0.5
 """The speaker ends the pause by itself after this long: when no VAD batch or caption comes to end it."""
+ONSET_WAIT_S = 0.6
+"""Audio after a pause on the echo canceller's double-talk onset (`near_speech`) in which the VAD must
+see speech, else it plays on: the paused reply leaves AEC3 nothing to suppress, so a user shows in
+~0.1-0.3 s. Counted in audio the VAD scored, not wall time: its scores come in batches, after the ASR's
+decode in progress, 0.5-1 s late on a loaded box."""
+ONSET_GAP_FRAMES = 8
+"""Silent VAD frames (256 ms) that end the speech an onset pause waits on: a pause that early comes
+before the first word is decoded, and a gap between words must not play the reply on."""
 
 
 class ListeningMixin:
@@ -51,6 +61,19 @@ class ListeningMixin:
     """The reply that had its one unconfirmed pause already (a second run does not pause it)."""
     _run_over = False
     """The paused run has ended (the VAD saw silence since the pause)."""
+    _silent_frames = 0
+    """Consecutive VAD frames below the low threshold."""
+    _by_onset = False
+    """The pause came from the double-talk onset (before the VAD run)."""
+    _run_seen = False
+    """The VAD saw a speech frame since the pause (a pause on the run: from the start; on an onset: not
+    yet). Set per frame in `_on_probs`: a batch that ends on silence still had the user's speech."""
+    _fed = 0
+    """Samples fed (the agent's count)."""
+    _scored = 0
+    """Samples whose VAD scores reached `_on_probs` (the shared VAD scores the fed samples, in order)."""
+    _pause_sample = 0
+    """The fed sample at which the pause began: speech scored before it is no reason to hold it."""
 
     def _listen_to_shared_vad(self) -> bool:
         """Subscribe to the streamer's VAD pass when the scorer is shared; True if so."""
@@ -94,13 +117,28 @@ class ListeningMixin:
     def _on_probs(self, probs: np.ndarray) -> None:
         """Speech run and barge-in for a batch of frame probabilities."""
         hi, lo = self._vad_config.threshold, self._vad_config.low
-        for p in probs:
+        with self._lock:
+            at = self._scored + self._skipped()  # the sample of this batch's first frame
+            self._scored += len(probs) * FRAME
+        last_speech = -1
+        for i, p in enumerate(probs):
             p = float(p)
             # speech run with hysteresis: grows on speech, survives the grey zone, resets on silence
             self._run_frames = self._run_frames + 1 if p >= hi else (0 if p < lo else self._run_frames)
+            last_speech = at + i * FRAME if p >= hi else last_speech  # per frame: a batch may end on silence
+            self._silent_frames = self._silent_frames + 1 if p < lo else 0
             if p >= hi and self._gate.holding:
                 self._gate.speech_frame()  # the user may be going on after a mid-phrase pause
+        with self._lock:  # against `_pause` on the capture thread: only speech after *this* pause counts
+            if self._paused_at is not None and last_speech >= self._pause_sample:
+                self._run_seen = True
         self._maybe_barge_in()
+
+    def _skipped(self) -> int:
+        """Fed samples the shared VAD never scores: the ASR's inbox dropped them (drop-behind)."""
+        if not getattr(self, "_shared_vad", False):
+            return 0
+        return int(round(getattr(getattr(self.asr, "stats", None), "dropped_s", 0.0) * SAMPLE_RATE))
 
     def _on_edge(self, ev: Any) -> None:
         """The streamer's `UtteranceEdge` (on its worker thread): stamp the utterance, tell the gate."""
@@ -175,22 +213,54 @@ class ListeningMixin:
             reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate, written=reply.received)
         self.on_event(BargeIn(reply.turn, reply.heard_at_barge, " ".join(fresh)))
 
+    def near_speech(self) -> None:
+        """The echo canceller heard the user start over the reply (`voxcli.audio.doubletalk`): pause it.
+
+        Why: during double talk AEC3 hides the user for 0.1-1 s, so the VAD run that pauses the
+        reply otherwise completes 0.4-2 s after the user's first word; the detector sees the onset
+        on the raw microphone, 0.1-0.3 s after it (benchmarks/bench_barge_in.py). What stops the
+        reply is unchanged (a run and a fresh word, on the cancelled signal); the once-per-reply
+        rule is shared with the run's pause; a pause no speech follows within `ONSET_WAIT_S` plays
+        on. Called on the capture thread.
+        """
+        if self.config.half_duplex or self._closed.is_set():
+            return
+        try:
+            with self._lock:
+                reply = self._reply
+                if reply is not None and not reply.barged and self._turn_running and self._paused_at is None:
+                    self._pause(reply, run_seen=self._run_frames > 0, by_onset=True)
+        except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
+            if self.error is None:
+                self.error = e
+
+    def _pause(self, reply: Any, run_seen: bool, by_onset: bool = False) -> None:
+        """Pause the reply (under the lock) where its echo cannot be what was heard, once per reply."""
+        pause, can = getattr(self.speaker, "pause", None), getattr(self.speaker, "can_pause", None)
+        if self._paused_reply is not reply and pause is not None and can is not None and can():
+            pause(PAUSE_EXPIRES_S)  # first: if it raises, the reply is not paused and nothing says it is
+            self._paused_at, self._paused_reply, self._run_over, self._run_seen = self.clock(), reply, False, run_seen
+            self._by_onset, self._pause_sample = by_onset, self._fed
+
     def _hold_or_resume(self, run: bool, reply: Any, decoded: bool) -> None:
         """No fresh word (under the lock): pause on a run, resume a pause nothing confirmed.
 
         A pause ends as soon as a decode that comes after its run ended brings no fresh word
         (the ASR's worker runs the VAD pass, so that decode covers the run), else `PAUSE_MIN_S`
-        after the pause at most once the run is over, or `PAUSE_MAX_S` while it lasts.
+        after the pause at most once the run is over, or `PAUSE_MAX_S` while it lasts; a pause on
+        an onset (`near_speech`) ends once the VAD scored `ONSET_WAIT_S` of audio after it with no
+        speech in it.
         """
         if self._paused_at is None:
-            pause, can = getattr(self.speaker, "pause", None), getattr(self.speaker, "can_pause", None)
-            if run and self._paused_reply is not reply and pause is not None and can is not None and can():
-                self._paused_at, self._paused_reply, self._run_over = self.clock(), reply, False
-                pause(PAUSE_EXPIRES_S)
+            if run:
+                self._pause(reply, run_seen=True)
             return
-        self._run_over = self._run_over or self._run_frames == 0
+        ended = self._run_frames == 0 and (not self._by_onset or self._silent_frames >= ONSET_GAP_FRAMES)
+        self._run_over = self._run_over or (self._run_seen and ended)
         held = self.clock() - self._paused_at
-        if (self._run_over and (decoded or held >= PAUSE_MIN_S)) or held > PAUSE_MAX_S:
+        heard = self._scored + self._skipped() - self._pause_sample  # audio scored since the pause
+        if ((self._run_over and (decoded or held >= PAUSE_MIN_S)) or held > PAUSE_MAX_S
+                or (not self._run_seen and heard >= ONSET_WAIT_S * SAMPLE_RATE)):
             self._resume()
 
     def _resume(self) -> None:

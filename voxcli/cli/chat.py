@@ -261,7 +261,7 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
     try:
         agent = Agent(
             client, models.asr, models.vad,
-            functools.partial(models.voice.open_stream, max_buffer_flush_ms=settings.flush_ms), speaker,
+            functools.partial(models.open_reply_stream, max_buffer_flush_ms=settings.flush_ms), speaker,
             AgentConfig(system=settings.system, barge_in_ms=settings.barge_in_ms, half_duplex=half_duplex,
                         endpoint_ms=settings.endpoint_ms, log_turns=log_turns),
             on_event=view, turn_detector=models.turn_detector,
@@ -270,6 +270,8 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
         if writer is not None:
             writer.abort()
         raise
+    if getattr(mic, "canceller", None) is not None:  # the user over the reply pauses it at once (voxcli.audio.doubletalk)
+        mic.canceller.on_near_speech = agent.near_speech
     if not quiet:
         err(f"voxcli: chat with {getattr(client, 'name', 'the on-device model')}"
             + ("" if inputs else " — speak; Ctrl-C to end"))
