@@ -171,6 +171,16 @@ def _status_kb(pid: int, key: str = "VmHWM:") -> int:
     return 0
 
 
+def _rollup(pid: int) -> str:
+    """Where the RSS is, MB: anon = C heaps, onnxruntime arenas; shmem = LLM KV caches; file = weights, libraries."""
+    keys = {"Pss_Anon:": "anon", "Pss_Shmem:": "shmem", "Pss_File:": "file"}
+    try:
+        rows = [ln.split() for ln in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()]
+    except OSError:
+        return ""
+    return " ".join(f"{keys[r[0]]}={int(r[1]) / 1024:.0f}" for r in rows if r and r[0] in keys)
+
+
 @dataclass(frozen=True)
 class RunResult:
     """What `run_measured` saw of one process."""
@@ -196,7 +206,7 @@ def run_measured(argv: list[str], *, feed: Callable[[IO[bytes]], None] | None = 
     mix all children of the harness); VmHWM is polled as a cross-check. Run it
     with `cwd` outside the source tree: `python -m voxcli` puts the cwd first on
     sys.path, so a checkout there would silently shadow the one under test.
-    `rss_log`: a line "unix-time elapsed-s VmRSS-MB VmHWM-MB argv" appended every RSS_LOG_S.
+    `rss_log`: a line "unix-time elapsed-s VmRSS-MB VmHWM-MB anon=MB shmem=MB file=MB argv" every RSS_LOG_S.
     """
     with tempfile.TemporaryFile() as err:
         t0 = time.monotonic()
@@ -237,7 +247,7 @@ def run_measured(argv: list[str], *, feed: Callable[[IO[bytes]], None] | None = 
                 next_log += RSS_LOG_S
                 with open(rss_log, "a", encoding="utf-8") as log:
                     log.write(f"{time.time():.0f} {time.monotonic() - t0:.0f} {_status_kb(proc.pid, 'VmRSS:') / 1024:.1f}"
-                              f" {hwm / 1024:.1f} {shlex.join(argv[:3])}\n")
+                              f" {hwm / 1024:.1f} {_rollup(proc.pid)} {shlex.join(argv[:3])}\n")
             if timeout_s is not None and time.monotonic() - t0 > timeout_s:
                 proc.kill()
             time.sleep(0.2)

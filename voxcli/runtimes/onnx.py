@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from voxcli.runtimes import derived
+from voxcli.runtimes import derived, memory
+from voxcli.runtimes.memory import keep_arena  # noqa: F401 - for the voice (runtimes.piper)
 
 if TYPE_CHECKING:  # pragma: no cover
     import onnxruntime as ort
@@ -57,6 +58,7 @@ def session_options(threads: int | None = None) -> "ort.SessionOptions":
 
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be at least 1, not {threads}")
+    memory.fix_heap_thresholds()  # once per process, before the first run of any model (issue 18)
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -66,8 +68,8 @@ def session_options(threads: int | None = None) -> "ort.SessionOptions":
     opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
     opts.log_severity_level = _LOG_ERRORS_ONLY
-    # The CPU memory arena stays on (issue 18, measured on the chat path): without it, for the LLM or for
-    # every session, the per-run allocations fragment glibc's heaps and RSS grew faster; see release_free_memory.
+    # The CPU arena stays on (issue 18): off, chat was as low as with runs that shrink it (memory.session_class),
+    # but a TTS run cost 45-65% more CPU; without memory's fixed heap thresholds, off was higher than on.
     return opts
 
 
@@ -130,10 +132,8 @@ def sessions(models: list[Path | str | bytes], *, threads: int | None = None) ->
 
 
 def _plain(model: Path | bytes, threads: int | None) -> "ort.InferenceSession":
-    import onnxruntime as ort
-
     source = model if isinstance(model, bytes) else os.fspath(model)
-    return ort.InferenceSession(source, sess_options=session_options(threads), providers=list(PROVIDERS))
+    return memory.session_class()(source, sess_options=session_options(threads), providers=list(PROVIDERS))
 
 
 # --- the optimized-graph cache ----------------------------------------------------------
@@ -252,7 +252,7 @@ def _load_optimized(path: Path, threads: int | None) -> "ort.InferenceSession | 
     opts = session_options(threads)
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL  # done when it was saved
     try:
-        sess = ort.InferenceSession(os.fspath(path), sess_options=opts, providers=list(PROVIDERS))
+        sess = memory.session_class()(os.fspath(path), sess_options=opts, providers=list(PROVIDERS))
     except Exception as exc:  # noqa: BLE001 - a damaged cache file is rebuilt, whatever onnxruntime says
         _LOG.warning("rebuilding optimized graph %s: %s", path.name, exc)
         return None
@@ -281,8 +281,6 @@ def _weights(path: Path, *, listed: bool = False) -> list[Path]:
 
 def _build_optimized(model: Path, path: Path, threads: int | None) -> "ort.InferenceSession":
     """A session on `model` that also saves its optimized graph as `path` (atomically, then recorded)."""
-    import onnxruntime as ort
-
     opts = session_options(threads)
     # The weights go to their own file, which onnxruntime maps instead of parsing them out of the
     # protobuf: loading the front part costs ~20 % less CPU, the flow ~60 % (format 4).
@@ -291,7 +289,7 @@ def _build_optimized(model: Path, path: Path, threads: int | None) -> "ort.Infer
     try:
         with _staging(path) as staged:
             opts.optimized_model_filepath = os.fspath(staged)
-            sess = ort.InferenceSession(os.fspath(model), sess_options=opts, providers=list(PROVIDERS))
+            sess = memory.session_class()(os.fspath(model), sess_options=opts, providers=list(PROVIDERS))
             _publish(staged, path)
         derived.record(path.parent, [path, *_weights(path)])
         _used(path).touch()

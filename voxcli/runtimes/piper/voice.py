@@ -26,7 +26,7 @@ from typing import Any, Final
 import numpy as np
 
 from voxcli.errors import IntegrityError, ModelNotFoundError
-from voxcli.runtimes.onnx import default_threads, session, sessions
+from voxcli.runtimes.onnx import default_threads, keep_arena, session, sessions
 from voxcli.runtimes.piper.graph_split import SplitError, load_or_split
 from voxcli.runtimes.piper.probe_record import probed
 from voxcli.runtimes.piper.phonemize import EspeakPhonemizer, phonemes_to_ids
@@ -192,7 +192,7 @@ class PiperVoice:
         front = flow = decoder = split = None
         try:
             split = load_or_split(onnx_path, derived_dir)
-            front, flow, decoder = sessions([split.front, split.flow, split.decoder], threads=threads)  # type: ignore[list-item]
+            front, flow, decoder = keep_arena(*sessions([split.front, split.flow, split.decoder], threads=threads))  # type: ignore[list-item]
         except SplitError as exc:
             _LOG.info("voice %s cannot stream inside sentences (%s): whole sentences", name, exc)
         voice = cls(name, vc, phonemizer, front, decoder, None, stream_config or StreamConfig(),
@@ -205,7 +205,7 @@ class PiperVoice:
             voice._front = voice._flow = voice._decoder = None
             voice.can_stream = False
         if not voice.can_stream:
-            voice._whole = session(onnx_path, threads=threads)
+            voice._whole = keep_arena(session(onnx_path, threads=threads))[0]
         return voice
 
     def _probe(self) -> bool:
