@@ -38,15 +38,21 @@ def group_figures(files: list[dict], group: str | None) -> dict:
     }
 
 
-def table(doc: dict) -> str:
+def wer_lines(doc: dict, key: str = "model", width: int = 20) -> list[str]:
+    """Per group of the dev set (recordings, espeak voices, all): WER batch / streamed / emitted and RTF per run."""
     lines = []
     for group in ("recordings", "espeak", None):
         lines.append(f"\n{group or 'all'}:")
-        lines.append(f"{'model':20} {'words':>5} {'batch':>7} {'stream':>7} {'emitted':>8} {'rtf':>5}")
+        lines.append(f"{key:{width}} {'words':>5} {'batch':>7} {'stream':>7} {'emitted':>8} {'rtf':>5}")
         for run in doc["models"]:
             g = group_figures(run["files"], group)
-            lines.append(f"{run['model']:20} {g['ref_words']:5d} {g['batch_wer'] * 100:6.1f}% "
+            lines.append(f"{run[key]:{width}} {g['ref_words']:5d} {g['batch_wer'] * 100:6.1f}% "
                          f"{g['stream_wer'] * 100:6.1f}% {g['emitted_wer'] * 100:7.1f}% {g['worker_rtf']:5.2f}")
+    return lines
+
+
+def table(doc: dict) -> str:
+    lines = wer_lines(doc)
     lines.append(f"\n{'model':20} {'peak MB':>8} {'final p50':>9} {'retract':>7} {'max lag':>7}")
     for run in doc["models"]:
         s = run["summary"]

@@ -26,20 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_asr_devset import group_figures  # noqa: E402
+from benchmarks.bench_asr_devset import wer_lines  # noqa: E402
 
 
 def table(doc: dict) -> str:
     from voxcli.bench.metrics import percentile
 
-    lines = [f"speed {doc['speed']}, load {doc['load_start']} -> {doc['load_end']}"]
-    for group in ("recordings", "espeak", None):
-        lines.append(f"\n{group or 'all'}:")
-        lines.append(f"{'model@step':26} {'words':>5} {'batch':>7} {'stream':>7} {'emitted':>8} {'rtf':>5}")
-        for run in doc["models"]:
-            g = group_figures(run["files"], group)
-            lines.append(f"{run['spec']:26} {g['ref_words']:5d} {g['batch_wer'] * 100:6.1f}% "
-                         f"{g['stream_wer'] * 100:6.1f}% {g['emitted_wer'] * 100:7.1f}% {g['worker_rtf']:5.2f}")
+    lines = [f"speed {doc['speed']}, load {doc['load_start']} -> {doc['load_end']}",
+             *wer_lines({"models": [{**run, "model@step": run["spec"]} for run in doc["models"]]}, "model@step", 26)]
     lines.append(f"\n{'model@step':26} {'final p50':>9} {'p95':>6} {'commit p50':>10} {'p95':>6} {'max lag':>7}")
     for run in doc["models"]:
         finals = [d for f in run["files"] for d in f["final_delays_s"]]

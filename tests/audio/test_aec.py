@@ -10,35 +10,18 @@ import numpy as np
 import pytest
 
 from tests.conftest import BECKETT_TEXT
-from tests.helpers.voices import joe_engine
+from tests.audio.conftest import SR, USER_AT_S
 from voxcli.audio import aec
 from voxcli.audio.aec import AECConfig, EchoCanceller
 from voxcli.audio.aec_ref import ReferenceTimeline, capture_time, playback_time
 from voxcli.audio.aec_room import Room, echo_of, erle_db, replay, rms
-from voxcli.audio.files import read_audio
 from voxcli.audio.pcm import resample
 from voxcli.bench.wer import word_errors
 from voxcli.runtimes.moonshine import MoonshineASR
 
-SR = 16000
-REPLY = ("Sure. The weather tomorrow looks bright, with a gentle breeze from the west and a high of twenty two "
-         "degrees. In the evening there may be a light shower, so an umbrella would not hurt.")
-USER_AT_S = 4.0
 BARGE_IN_S = 0.3
 
 pytestmark = pytest.mark.skipif(aec.unavailable() is not None, reason=str(aec.unavailable()))
-
-
-@pytest.fixture(scope="module")
-def reply(voice_bundle) -> tuple[np.ndarray, int]:
-    """The assistant's reply as voxcli speaks it (whole synthesis, noise scales 0), at the voice's rate."""
-    engine = joe_engine(voice_bundle, deterministic=True)
-    return (engine.synthesize(REPLY) * 0.7).astype(np.float32), engine.sample_rate
-
-
-@pytest.fixture(scope="module")
-def user(speech_samples) -> np.ndarray:
-    return read_audio(speech_samples["beckett"], rate=SR)[0]
 
 
 def canceller(**kw) -> EchoCanceller:

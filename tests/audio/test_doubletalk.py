@@ -10,34 +10,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.audio.conftest import SR, USER_AT_S
 from tests.helpers.voices import joe_engine
 from voxcli.audio import aec, doubletalk
 from voxcli.audio.aec import AECConfig, EchoCanceller
 from voxcli.audio.aec_ref import ReferenceTimeline
 from voxcli.audio.aec_room import Room, echo_of, replay, rms
 from voxcli.audio.doubletalk import DoubleTalkDetector
-from voxcli.audio.files import read_audio
 from voxcli.audio.pcm import resample
 
-SR = 16000
-REPLY = ("Sure. The weather tomorrow looks bright, with a gentle breeze from the west and a high of twenty two "
-         "degrees. In the evening there may be a light shower, so an umbrella would not hurt.")
-USER_AT_S = 4.0
 SOON_S = 0.3
 """The onset must come within this much audio after the user's first word starts (the issue's target)."""
 
 pytestmark = pytest.mark.skipif(aec.unavailable() is not None, reason=str(aec.unavailable()))
-
-
-@pytest.fixture(scope="module")
-def reply(voice_bundle) -> tuple[np.ndarray, int]:
-    engine = joe_engine(voice_bundle, deterministic=True)
-    return (engine.synthesize(REPLY) * 0.7).astype(np.float32), engine.sample_rate
-
-
-@pytest.fixture(scope="module")
-def user(speech_samples) -> np.ndarray:
-    return read_audio(speech_samples["beckett"], rate=SR)[0]
 
 
 def speech_start(a: np.ndarray) -> int:
