@@ -93,3 +93,36 @@ def test_a_reply_of_the_on_device_llm_starts_with_a_short_first_chunk(real_cache
     assert LOCAL_FIRST_WORDS < ChunkerConfig().first_words
     assert len(local[0].split()) == LOCAL_FIRST_WORDS and len(server[0].split()) == ChunkerConfig().first_words
     assert " ".join(local).split() == " ".join(server).split() == "The capital of France is Paris.".split()
+
+
+def test_a_reply_of_the_on_device_llm_pushes_back_once_its_lead_is_full(real_cache) -> None:
+    """The on-device LLM stops writing while LOCAL_LEAD_CHARS wait to be synthesized (chat's send waits):
+    a flat-out LLM beside the voice and the barge-in ASR took the core the voice needed (issue 13 item 7).
+    A server's reply costs no local core: its stream takes the text as it comes."""
+    from voxcli.chat.models import LOCAL_LEAD_CHARS, ChatModels
+    from voxcli.tts.streamer import load_voice
+
+    voice = load_voice()
+    sentence = "The fox ran home over the hill and slept until the sun came up again. "
+    reply = sentence * (3 * LOCAL_LEAD_CHARS // len(sentence) + 1)
+
+    def accepted(budget: ThreadBudget) -> tuple[int, int]:
+        """Characters taken by send(block=False) before it pushed back; the most that waited at once."""
+        stream = ChatModels(llm=None, voice=voice, asr=None, vad=None, budget=budget).open_reply_stream()
+        taken = most = 0
+        try:
+            for i in range(0, len(reply), 8):  # LLM-sized deltas, nobody plays the audio
+                stream.send(reply[i : i + 8], block=False)
+                taken += len(reply[i : i + 8])
+                most = max(most, stream.pending_chars)
+        except BufferError:
+            pass
+        finally:
+            stream.cancel()
+        return taken, most
+
+    local_taken, local_most = accepted(ThreadBudget(tts=1, asr=1, llm=1))
+    server_taken, _ = accepted(ThreadBudget(tts=2, asr=1, llm=0))
+    assert server_taken == len(reply)
+    assert LOCAL_LEAD_CHARS <= local_taken < len(reply)
+    assert local_most < LOCAL_LEAD_CHARS + 8

@@ -46,6 +46,7 @@ from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record
 from voxcli.asr.endpointer import VADConfig
 from voxcli.config import DEFAULT_BARGE_IN_MS, DEFAULT_ENDPOINT_MS
 from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
+from voxcli.llm.base import paced_metrics
 
 __all__ = ["Agent", "AgentConfig", "BargeIn", "Notice", "Spoken", "TurnStart", "Speaker"]
 
@@ -295,9 +296,10 @@ class Agent(ListeningMixin, PreemptMixin):
         clock = reply.clock
         clock.llm_request = self.clock()
         self._finish_warm()  # its prefill is this request's prefix
+        waited = 0.0  # in send(): the reply's TTS stream pushed back (the LLM was far enough ahead)
         for d in self._reply_stream(reply, messages):  # its own generation: cancelled alone
             if d.is_final:
-                return dict(d.metrics)
+                return paced_metrics(d.metrics, waited)
             if reply.speculation is not None and reply.speculation.dropped:
                 break  # the user went on before this early reply's cancel could reach it (voxcli.chat.preempt)
             if not d.text:
@@ -306,7 +308,9 @@ class Agent(ListeningMixin, PreemptMixin):
                 clock.llm_first_token = self.clock()
             reply.received += d.text
             if not reply.barged:
+                t0 = time.perf_counter()
                 self._send(reply, d.text)
+                waited += time.perf_counter() - t0
         return {}
 
     def _end_reply(self, reply: Reply, player: threading.Thread, cut_off: str | None) -> None:

@@ -11,7 +11,7 @@ spinning off, so a pool that is idle costs nothing).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from voxcli.config import DEFAULT_ENDPOINT_MS
@@ -77,11 +77,16 @@ class ChatModels:
         return LOCAL_FIRST_WORDS if self.budget.llm else ChunkerConfig().first_words
 
     def open_reply_stream(self, *, max_buffer_flush_ms: float | None = None) -> Any:
-        """The agent's TTS factory: a stream on the voice whose first chunk is `reply_first_words` long."""
+        """The agent's TTS factory: a stream on the voice whose first chunk is `reply_first_words` long.
+
+        With the on-device LLM the stream pushes back once `LOCAL_LEAD_CHARS` wait to be synthesized:
+        the agent's `send` waits, so the LLM stops writing until the speech catches up."""
         from voxcli.tts.chunker import ChunkerConfig
         from voxcli.tts.streamer import StreamerConfig
 
         cfg = StreamerConfig(chunker=ChunkerConfig(first_words=self.reply_first_words))
+        if self.budget.llm:
+            cfg = replace(cfg, max_pending_chars=LOCAL_LEAD_CHARS)
         return self.voice.open_stream(cfg, max_buffer_flush_ms=max_buffer_flush_ms)
 
 
@@ -92,6 +97,15 @@ shared 2 cores, and a word is complete only when the next token begins, so 4 wor
 after the first. Measured (benchmarks/bench_turn.py --endpoint semantic, first token -> first audio
 p50, one interleaved run, load 13-15): 4 words 470 ms, 3 words 410, 2 words 317. A clause or a
 sentence that ends sooner still cuts sooner ("Yes, " / "Paris. ")."""
+
+
+LOCAL_LEAD_CHARS: Final = 240
+"""Text the on-device LLM may write ahead of the voice (characters not yet synthesized; ~17 s of speech,
+beyond the sentences already synthesized and queued). Past it the reply's TTS stream pushes back and the
+LLM waits: writing a long reply flat out while it is spoken took a core the voice and the barge-in ASR
+needed (benchmarks/bench_share.py: the voice kept 69-80 % of its solo speed beside a flat-out LLM and the
+ASR). 240 is above the chunker's `long_chars` (160), so a long sentence still reaches a clause to cut at;
+the LLM refills it in well under a second (~60 tokens), while the speech queued ahead lasts over 10 s."""
 
 
 HOLD_FROM: Final = "speech"

@@ -85,3 +85,20 @@ def make_metrics(
     if cancelled:
         out["cancelled"] = 1.0
     return out
+
+
+def paced_metrics(metrics: dict[str, float], waited_s: float) -> dict[str, float]:
+    """`metrics` of a stream whose reader paused `waited_s` between deltas (chat's TTS push-back).
+
+    The generator's clock ran while the reader waited, so tokens/s is taken over the decode time
+    minus the wait (the model's speed, not the speech's); `paced_s` says how long it waited.
+    """
+    out = dict(metrics)
+    if waited_s <= 0.0:
+        return out
+    out["paced_s"] = float(waited_s)
+    tokens = out.get("tokens", 0.0)
+    decode_s = out.get("total_s", 0.0) - out.get("ttft_s", 0.0) - waited_s
+    if tokens > 1 and decode_s > 0:
+        out["tokens_per_s"] = float((tokens - 1) / decode_s)
+    return out
