@@ -9,18 +9,16 @@ its speed alone. Goal: >= 80 % for ASR, LLM and TTS.
 Duty (default): each model works as in a conversation -- the ASR re-decodes a
 3 s utterance every 300 ms, the voice renders one sentence per its own
 duration (real time), the VAD scores 31 frames a second, the LLM writes as
-`chat` lets it: flat out until its text is `LOCAL_LEAD_CHARS` ahead of the
-speech, then as fast as the speech goes (`voxcli.chat.models`: the reply's
-TTS stream pushes back). Speed = work done per second spent computing it (the
-latency a model's calls take). `--llm-flat` lets the LLM write flat out the
-whole time (the first seconds of a long reply, before its lead is full);
-`--flat` runs every model flat out (the worst case).
+`chat` lets it (`voxcli.chat.pacing`): its first BURST_CHARS flat out, then at
+most CHARS_PER_S (3x the speech). Speed = work done per second spent computing
+it (the latency a model's calls take). `--llm-flat` lets the LLM write flat out
+the whole time (chat before the pace); `--flat` runs every model flat out (the worst case).
 
     python benchmarks/bench_share.py                     # chat's thread budget for this machine
     python benchmarks/bench_share.py --threads 2         # every model 2 intra-op threads (for comparison)
     python benchmarks/bench_share.py --json
     python benchmarks/bench_share.py --nice asr=10       # and together again, the ASR thread niced (same run)
-    python benchmarks/bench_share.py --llm-flat          # the LLM never paced (chat before the lead)
+    python benchmarks/bench_share.py --llm-flat          # the LLM never paced (chat before voxcli.chat.pacing)
 
 Units: ASR and TTS in seconds of audio per second computing (x real time),
 LLM in tokens per second, VAD in frames per second. On a
@@ -77,10 +75,10 @@ def _paced(call: Callable[[], float], period: Callable[[float], float]) -> Work:
     return run
 
 
-def workloads(asr, vad, llm, voice, flat: bool, lead: int | None = None) -> dict[str, Work]:
+def workloads(asr, vad, llm, voice, flat: bool, pace: tuple[int, float] | None = None) -> dict[str, Work]:
     """Each model's work as `chat` gives it (or flat out): speed = units / busy seconds.
 
-    `lead`: characters the LLM's text may run ahead of the speech (None: never paced)."""
+    `pace`: (burst characters, characters per second) the LLM writes at most (None: flat out)."""
     import soxr
 
     speech = voice.synthesize(SENTENCE)
@@ -97,19 +95,18 @@ def workloads(asr, vad, llm, voice, flat: bool, lead: int | None = None) -> dict
     def vad_call() -> float:
         return float(len(vad.probs(frame)))
 
-    chars_per_s = len(SENTENCE) / (speech.size / voice.sample_rate)  # the voice's speaking rate
-
     def run_llm(stop: threading.Event) -> tuple[float, float]:
-        """Tokens per second spent generating: time waiting for the speech to catch up is not counted."""
+        """Tokens per second spent generating: time waiting for the pace is not counted."""
         tokens, busy, written, t0 = 0, 0.0, 0, time.perf_counter()
         tok = llm.tokenizer
         while not stop.is_set():
             gen = iter(llm.start(MESSAGES))
             while not stop.is_set():
-                if lead is not None:  # chat's push-back: wait while the text is `lead` ahead of the speech
-                    spoken = (time.perf_counter() - t0) * chars_per_s
-                    if written - spoken > lead:
-                        stop.wait((written - spoken - lead) / chars_per_s)
+                if pace is not None:  # chat's pace: the text sent stays under burst + rate * t
+                    burst, rate = pace
+                    over = written - burst - rate * (time.perf_counter() - t0)
+                    if over > 0:
+                        stop.wait(over / rate)
                         continue
                 t1 = time.perf_counter()
                 token = next(gen, None)
@@ -125,8 +122,8 @@ def workloads(asr, vad, llm, voice, flat: bool, lead: int | None = None) -> dict
         return {"asr": _paced(asr_call, never), "llm": run_llm, "tts": _paced(tts_call, never),
                 "vad": _paced(vad_call, never)}
     # chat: the streamer re-decodes the utterance every step (DEFAULT_STEP_MS), the voice keeps ahead of
-    # real time (one sentence per its own duration), the VAD scores 31 frames a second, the LLM writes until
-    # its text is `lead` characters ahead of the speech.
+    # real time (one sentence per its own duration), the VAD scores 31 frames a second, the LLM writes at
+    # chat's pace.
     return {"asr": _paced(asr_call, lambda u: 0.3), "llm": run_llm, "tts": _paced(tts_call, lambda u: u),
             "vad": _paced(vad_call, lambda u: u * 512 / 16000)}
 
@@ -165,15 +162,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nice", metavar="MODEL=N,...", help="niceness per model thread, e.g. asr=10 (the voice "
                                                          "first while the ASR decodes over a reply)")
     ap.add_argument("--llm-flat", action="store_true",
-                    help="the LLM writes flat out the whole time (chat paces it once its text is "
-                         "LOCAL_LEAD_CHARS ahead of the speech)")
+                    help="the LLM writes flat out the whole time (chat paces it: voxcli.chat.pacing)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     nice = {k: int(v) for k, v in (kv.split("=") for kv in args.nice.split(","))} if args.nice else {}
-    from voxcli.chat.models import LOCAL_LEAD_CHARS
+    from voxcli.chat.pacing import BURST_CHARS, CHARS_PER_S
 
-    lead = None if args.flat or args.llm_flat else LOCAL_LEAD_CHARS
-    works = workloads(*_models(args.threads, args.budget), args.flat, lead)
+    pace = None if args.flat or args.llm_flat else (BURST_CHARS, CHARS_PER_S)
+    works = workloads(*_models(args.threads, args.budget), args.flat, pace)
     if args.only:
         works = {k: v for k, v in works.items() if k in args.only.split(",")}
     measure(works, 1.0)  # warm-up: first runs allocate and optimize
@@ -188,11 +184,11 @@ def main(argv: list[str] | None = None) -> int:
             r["share_niced"] = round(niced[k] / solo[k], 3) if solo[k] else None
     if args.json:
         print(json.dumps({"threads": args.threads or args.budget or "budget", "flat": args.flat,
-                          "llm_lead_chars": lead, "seconds": args.seconds,
+                          "llm_pace": pace, "seconds": args.seconds,
                           "nice": nice, "models": rows}))
     else:
         print(f"threads: {args.threads or args.budget or 'budget'}, {'flat out' if args.flat else 'chat duty'}, LLM "
-              f"{'flat out' if lead is None else f'paced {lead} characters ahead of the speech'} ({args.seconds:g} s each)")
+              f"{'flat out' if pace is None else f'{pace[0]} characters, then {pace[1]:g} a second'} ({args.seconds:g} s each)")
         print(f"{'model':6s} {'alone':>10s} {'together':>10s} {'share':>7s}" + (f" {'niced':>10s} {'share':>7s}"
                                                                             if niced else ""))
         for k, r in rows.items():

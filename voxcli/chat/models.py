@@ -79,15 +79,19 @@ class ChatModels:
     def open_reply_stream(self, *, max_buffer_flush_ms: float | None = None) -> Any:
         """The agent's TTS factory: a stream on the voice whose first chunk is `reply_first_words` long.
 
-        With the on-device LLM the stream pushes back once `LOCAL_LEAD_CHARS` wait to be synthesized:
-        the agent's `send` waits, so the LLM stops writing until the speech catches up."""
+        With the on-device LLM the agent's `send` waits (and with it the LLM) past the pace of
+        `voxcli.chat.pacing` (first sentence flat out, then 3x the speech), and once `LOCAL_LEAD_CHARS`
+        wait to be synthesized."""
         from voxcli.tts.chunker import ChunkerConfig
         from voxcli.tts.streamer import StreamerConfig
 
         cfg = StreamerConfig(chunker=ChunkerConfig(first_words=self.reply_first_words))
-        if self.budget.llm:
-            cfg = replace(cfg, max_pending_chars=LOCAL_LEAD_CHARS)
-        return self.voice.open_stream(cfg, max_buffer_flush_ms=max_buffer_flush_ms)
+        if not self.budget.llm:
+            return self.voice.open_stream(cfg, max_buffer_flush_ms=max_buffer_flush_ms)
+        from voxcli.chat.pacing import PacedReplyStream
+
+        cfg = replace(cfg, max_pending_chars=LOCAL_LEAD_CHARS)
+        return PacedReplyStream(self.voice.open_stream(cfg, max_buffer_flush_ms=max_buffer_flush_ms))
 
 
 LOCAL_FIRST_WORDS: Final = 2
@@ -100,12 +104,11 @@ sentence that ends sooner still cuts sooner ("Yes, " / "Paris. ")."""
 
 
 LOCAL_LEAD_CHARS: Final = 240
-"""Text the on-device LLM may write ahead of the voice (characters not yet synthesized; ~17 s of speech,
-beyond the sentences already synthesized and queued). Past it the reply's TTS stream pushes back and the
-LLM waits: writing a long reply flat out while it is spoken took a core the voice and the barge-in ASR
-needed (benchmarks/bench_share.py: the voice kept 69-80 % of its solo speed beside a flat-out LLM and the
-ASR). 240 is above the chunker's `long_chars` (160), so a long sentence still reaches a clause to cut at;
-the LLM refills it in well under a second (~60 tokens), while the speech queued ahead lasts over 10 s."""
+"""Text the on-device LLM may have waiting to be synthesized before the reply's TTS stream pushes back
+(beyond the sentences the stream has already synthesized and queued: ~40 s of speech ahead in all,
+measured). It bounds how far a long reply runs ahead; `voxcli.chat.pacing` keeps the LLM at 3x the
+speech until then. 240 is above the chunker's `long_chars` (160), so a long sentence still reaches a
+clause to cut at."""
 
 
 HOLD_FROM: Final = "speech"

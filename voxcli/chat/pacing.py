@@ -1,0 +1,72 @@
+"""The on-device LLM writes a reply only as fast as it is needed: a few times the speed of speech.
+
+Why: SmolLM2 writes ~200 characters a second flat out, the voice speaks ~15. A
+reply written flat out takes a whole core for seconds while the voice renders
+it and the ASR listens for a barge-in on the other, and the voice then runs at
+70-80 % of its solo speed (benchmarks/bench_share.py --llm-flat). The text is
+not needed that early: after its first sentence, a reply written at 3x the
+speech rate stays ahead of the voice by more every second (the TTS stream's
+own push-back, `max_pending_chars`, bounds how far).
+
+`PacedReplyStream` wraps the reply's TTS stream: `send()` waits while the
+text sent exceeds `burst + rate * (time since the first send)`, so the agent,
+which pulls the LLM's next token only after a send returns, pauses the LLM.
+A cancelled stream (barge-in) never waits. A server's reply is not paced: it
+costs no local core.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Final
+
+BURST_CHARS: Final = 120
+"""Written flat out: the first sentence or two (the first audio and the text right after it)."""
+CHARS_PER_S: Final = 45.0
+"""Then at most this many characters a second: 3x Piper's ~15 characters a second of speech."""
+POLL_S: Final = 0.05
+"""Longest wait between checks for a cancel (a barge-in stops a paced send within this)."""
+
+
+class PacedReplyStream:
+    """A TTS stream whose `send()` keeps the text under `burst + rate * t`; everything else is the stream's."""
+
+    def __init__(self, stream: Any, *, burst: int = BURST_CHARS, rate: float = CHARS_PER_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        if burst < 1 or rate <= 0:
+            raise ValueError(f"pacing needs burst >= 1 and rate > 0, not {burst}, {rate}")
+        self._stream, self._burst, self._rate, self._clock = stream, burst, rate, clock
+        self._t0: float | None = None
+        self._sent = 0
+        self._wake = threading.Event()  # set by cancel(): a waiting send returns at once
+        self.waited_s = 0.0
+        """Time sends spent waiting for the pace (the agent reports it as the LLM's `paced_s`)."""
+
+    def send(self, delta: str, *, block: bool = True, final: bool = False) -> None:
+        now = self._clock()
+        if self._t0 is None:
+            self._t0 = now
+        self._sent += len(delta)
+        if block and not final:
+            self._wait_for_pace(now)
+        self._stream.send(delta, block=block, final=final)
+
+    def _wait_for_pace(self, now: float) -> None:
+        t0 = now
+        while not self._stream.cancelled:
+            ahead = self._sent - self._burst - self._rate * (now - self._t0)
+            if ahead <= 0:
+                break
+            self._wake.wait(min(POLL_S, ahead / self._rate))
+            now = self._clock()
+        self.waited_s += now - t0
+
+    def cancel(self) -> None:
+        self._stream.cancel()
+        self._wake.set()
+
+    def __getattr__(self, name: str) -> Any:  # output, finish, close, cancelled, pending_chars, ...
+        return getattr(self._stream, name)
+
+    def __iter__(self):
+        return iter(self._stream)
