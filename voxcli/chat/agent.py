@@ -296,10 +296,9 @@ class Agent(ListeningMixin, PreemptMixin):
         clock = reply.clock
         clock.llm_request = self.clock()
         self._finish_warm()  # its prefill is this request's prefix
-        waited = 0.0  # in send(): the reply's TTS stream pushed back (the LLM was far enough ahead)
         for d in self._reply_stream(reply, messages):  # its own generation: cancelled alone
             if d.is_final:
-                return paced_metrics(d.metrics, waited)
+                return paced_metrics(d.metrics, getattr(reply.tts, "waited_s", 0.0))  # voxcli.chat.pacing
             if reply.speculation is not None and reply.speculation.dropped:
                 break  # the user went on before this early reply's cancel could reach it (voxcli.chat.preempt)
             if not d.text:
@@ -308,9 +307,7 @@ class Agent(ListeningMixin, PreemptMixin):
                 clock.llm_first_token = self.clock()
             reply.received += d.text
             if not reply.barged:
-                t0 = time.perf_counter()
                 self._send(reply, d.text)
-                waited += time.perf_counter() - t0
         return {}
 
     def _end_reply(self, reply: Reply, player: threading.Thread, cut_off: str | None) -> None:

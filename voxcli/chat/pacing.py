@@ -40,26 +40,22 @@ class PacedReplyStream:
         self._sent = 0
         self._wake = threading.Event()  # set by cancel(): a waiting send returns at once
         self.waited_s = 0.0
-        """Time sends spent waiting for the pace (the agent reports it as the LLM's `paced_s`)."""
+        """Time sends spent waiting, for the pace or the stream's push-back (the agent reports it as the
+        LLM's `paced_s`: the LLM's clock ran while it waited)."""
 
     def send(self, delta: str, *, block: bool = True, final: bool = False) -> None:
-        now = self._clock()
+        now = t0 = self._clock()
         if self._t0 is None:
             self._t0 = now
         self._sent += len(delta)
-        if block and not final:
-            self._wait_for_pace(now)
-        self._stream.send(delta, block=block, final=final)
-
-    def _wait_for_pace(self, now: float) -> None:
-        t0 = now
-        while not self._stream.cancelled:
-            ahead = self._sent - self._burst - self._rate * (now - self._t0)
-            if ahead <= 0:
+        while block and not final and not self._stream.cancelled:
+            over = self._sent - self._burst - self._rate * (now - self._t0)
+            if over <= 0:
                 break
-            self._wake.wait(min(POLL_S, ahead / self._rate))
+            self._wake.wait(min(POLL_S, over / self._rate))
             now = self._clock()
-        self.waited_s += now - t0
+        self._stream.send(delta, block=block, final=final)
+        self.waited_s += self._clock() - t0
 
     def cancel(self) -> None:
         self._stream.cancel()
