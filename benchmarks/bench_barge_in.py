@@ -4,6 +4,7 @@
     python benchmarks/bench_barge_in.py                 # 8 barge-ins, p50/p90 and the terms, the user's WER
     python benchmarks/bench_barge_in.py --compare       # interleaved with the pause on the VAD run only
     python benchmarks/bench_barge_in.py --self-turns 20 # 20 replies heard back at full level: false barge-ins
+    python benchmarks/bench_barge_in.py --save DIR      # also each trial's cancelled audio as fed (offline decodes)
 
 The room is a private PulseAudio null sink: the agent's reply (DeviceSpeaker,
 with the echo canceller's tap) plays into it, its monitor is the microphone
@@ -29,7 +30,10 @@ playing on in between; a pause that played on before the stop counts at the stop
 where it goes. Each row also has the capture -> `Agent.feed` lag of every block (p50, max), the
 microphone's queue and the canceller's `frames_too_late` (a capture later than the reference it keeps).
 With `--compare` every other barge-in runs as before the double-talk detector: the reply pauses
-on the VAD run only (the onset is still timed, not acted on), in one interleaved run.
+on the VAD run only (the onset is still timed, not acted on), in one interleaved run. `--save DIR`
+keeps what the agent was fed in each trial (`trialNN.npz`: the blocks, their feed times, the user's
+first-word time, the row), so the same audio can be decoded again offline, without the live ASR's
+scheduling: that tells a signal that lost the user's words from a decode that came out differently.
 `--self-turns N` plays N whole replies with nobody talking and counts the barge-ins (the issue's
 target: 0), the pauses (each one a false pause that played on) and the detector's onsets.
 Each barge-in also records the user's turn as the agent heard it and its WER against
@@ -183,15 +187,19 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                       AgentConfig(log_turns=False, preemptive=False),
                       on_event=lambda e: seen.append((time.monotonic(), e)), clock=time.monotonic).start()
         probe = Probe(agent, speaker)
-        canceller.on_near_speech = probe.on_near_speech  # as `voxcli chat` wires it
+        agent.hear_double_talk(canceller)  # as `voxcli chat` wires it (then the probe listens in between)
+        canceller.on_near_speech = probe.on_near_speech
         lags: list[float] = []  # capture -> feed lag of every block (MicCapture stamp to Agent.feed)
         levels: list[tuple[float, float]] = []  # (fed at, RMS) of every cancelled block
+        fed: list[np.ndarray] = []  # this trial's cancelled blocks (--save)
 
         def listen() -> None:
             for b in mic:
                 now = time.monotonic()
                 lags.append(now - mic.mic.block_time)
                 levels.append((now, float(np.sqrt(np.mean(b * b)))))
+                if args.save:
+                    fed.append(np.concatenate([[now], b]))
                 agent.feed(b)
 
         threading.Thread(target=listen, daemon=True).start()
@@ -207,12 +215,14 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                 time.sleep(0.5)
             trials = args.self_turns or args.trials
             for k in range(trials):
-                del lags[:], levels[:]
+                del lags[:], levels[:], fed[:]
                 n0 = len(srv.records)
                 old = args.compare and k % 2 == 1
                 probe.act_on_onset = not old  # the old agent paused on the VAD run only
+                agent._double_talk = not old  # and stopped on the run and a word alone
                 row = self_turn(agent, probe, seen) if args.self_turns else barge_in(
                     agent, speaker, voice_of_user, user, probe, seen, BargeIn)
+                t0 = None
                 if "t_user0" in row:  # the user's voice in the cancelled signal: RMS above 0.02, fed at
                     row["user_text"] = heard_turn(srv, n0, 2)  # the question, then the user's words
                     row["user_wer"] = wer_of(row["user_text"])
@@ -222,10 +232,16 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                 row.update(stop="run-pause" if old else "onset", load=round(os.getloadavg()[0], 2),
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
+                           asr_dropped_s=round(agent.asr.stats.dropped_s, 2),  # cumulative
                            feed_lag_ms_p50_max=[round(1000 * float(np.percentile(lags, 50))),
                                                 round(1000 * max(lags))] if lags else None)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+                if args.save and fed:  # what the agent was fed this trial, for an offline decode
+                    np.savez(Path(args.save) / f"trial{k:02d}.npz", t=np.array([b[0] for b in fed]),
+                             fed=np.concatenate([b[1:] for b in fed]).astype(np.float32),
+                             sizes=np.array([b.size - 1 for b in fed]), t_user0=np.nan if t0 is None else t0,
+                             row=json.dumps(row))
                 wait(lambda: not agent.busy(), 30)
                 time.sleep(0.5)
         finally:
@@ -339,6 +355,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--compare", action="store_true", help="interleave the old pause (on the VAD run only)")
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
+    ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")
     args = ap.parse_args()
     module = load_sink()
     try:

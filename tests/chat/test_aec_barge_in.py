@@ -62,7 +62,7 @@ def test_own_voice_does_not_barge_in_and_the_user_still_does(echo_sink, real_cac
         mic = CancelledMic(MicCapture(SR, "pulse"), canceller)
         agent = Agent(models.llm, models.asr, models.vad, models.voice.open_stream, speaker,
                       AgentConfig(log_turns=False, preemptive=False), on_event=seen.append).start()
-        canceller.on_near_speech = agent.near_speech  # as `voxcli chat` wires it: double talk pauses the reply
+        agent.hear_double_talk(canceller)  # as `voxcli chat` wires it: double talk pauses the reply
         listening = threading.Thread(target=lambda: [agent.feed(b) for b in mic], daemon=True)
         listening.start()
         try:

@@ -17,8 +17,8 @@ import numpy as np
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, VADConfig
 from voxcli.audio.virtual import VirtualSpeaker
 from voxcli.chat.agent import Agent, AgentConfig
-from voxcli.chat.listening import (ONSET_GAP_FRAMES, ONSET_WAIT_S, PAUSE_EXPIRES_S, PAUSE_MAX_S, PAUSE_MIN_S,
-                                   ListeningMixin)
+from voxcli.chat.listening import (NEAR_RECENT_S, ONSET_GAP_FRAMES, ONSET_WAIT_S, PAUSE_EXPIRES_S, PAUSE_MAX_S,
+                                   PAUSE_MIN_S, ListeningMixin)
 from voxcli.chat.turn import Reply
 from voxcli.chat.turnlog import TurnClock
 from voxcli.events import AudioChunk, BargeIn, Spoken
@@ -323,3 +323,61 @@ def test_a_failing_pause_on_an_onset_goes_to_the_agent_not_into_the_capture_loop
     ears.error = None
     ears.near_speech()  # called by the echo canceller inside the microphone's read loop: must not raise
     assert isinstance(ears.error, RuntimeError)
+
+
+# -- with the detector wired (`hear_double_talk`), a barge-in needs a recent onset ---------------------
+
+
+def wired(ears: Ears) -> SimpleNamespace:
+    """Wire a canceller that has a double-talk detector, as `voxcli chat` does with AEC on."""
+    canceller = SimpleNamespace(detector=object(), on_near_speech=None)
+    ears.hear_double_talk(canceller)
+    assert canceller.on_near_speech == ears.near_speech
+    return canceller
+
+
+def test_with_the_detector_wired_a_run_and_a_misheard_echo_word_only_pause_the_reply() -> None:
+    """The reply's residue made a speech run and the ASR misheard an echo word: no onset, no barge-in."""
+    ears = Ears(sp := PausingSpeaker())
+    wired(ears)
+    ears.frames([0.9] * RUN)
+    ears.caption("sure")  # not the reply's word, but the detector heard nobody
+    assert sp.calls == ["pause"] and not ears._reply.barged
+    ears.frames([0.0])  # the reply paused, its residue is gone: the run ends
+    ears.caption("sure")
+    assert sp.calls == ["pause", "resume"] and not ears.events
+
+
+def test_with_the_detector_wired_its_onset_lets_the_run_and_a_fresh_word_stop_the_reply() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    wired(ears)
+    ears.frames([0.9] * RUN)  # the run paused first (the detector had not seen the user yet)
+    ears.caption("wait stop")
+    assert sp.calls == ["pause"]
+    ears.near_speech()  # then, the reply silent, the detector sees the user: no second pause
+    assert sp.calls == ["pause"]
+    ears.frames([0.9])
+    assert sp.calls == ["pause", "stop"] and ears._reply.barged
+
+
+def test_an_onset_older_than_near_recent_s_does_not_stop_the_reply() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    wired(ears)
+    ears.near_speech()
+    ears.frames([0.0] * int(ONSET_WAIT_S / 0.032 + 1))  # nobody: the onset pause plays on
+    assert sp.calls == ["pause", "resume"]
+    ears.hear(NEAR_RECENT_S)
+    ears.frames([0.9] * RUN)
+    ears.caption("wait stop")
+    assert sp.calls == ["pause", "resume"] and not ears._reply.barged
+    ears.near_speech()  # a fresh onset: the pause is spent, the stop is not
+    ears.caption("wait stop")
+    assert sp.calls == ["pause", "resume", "stop"] and ears._reply.barged
+
+
+def test_a_canceller_without_a_detector_keeps_the_run_and_word_rule() -> None:
+    ears = Ears(sp := PausingSpeaker())
+    ears.hear_double_talk(SimpleNamespace(detector=None, on_near_speech=None))  # AECConfig(double_talk=False)
+    ears.frames([0.9] * RUN)
+    ears.caption("wait stop")
+    assert sp.calls == ["pause", "stop"]

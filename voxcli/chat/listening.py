@@ -8,7 +8,9 @@ per frame for the whole conversation, delivered on the streamer's worker
 thread) or, with a plain scorer, from a pass made here in `feed`. They drive
 the speech run (hysteresis) that barge-in needs. The echo canceller's
 double-talk onsets (`voxcli.audio.doubletalk`) arrive at `near_speech` on the
-capture thread and pause the reply before that run completes.
+capture thread and pause the reply before that run completes; with the detector
+wired (`hear_double_talk`), a barge-in also needs one of its onsets, recent: the
+speech run and an echo word the ASR misheard are not enough.
 
 When an utterance starts and ends is the streamer's decision, not a second
 endpointer's: its `UtteranceEdge` events (`subscribe`) stamp each `Utterance`
@@ -45,6 +47,12 @@ ONSET_WAIT_S = 0.6
 see speech, else it plays on: the paused reply leaves AEC3 nothing to suppress, so a user shows in
 ~0.1-0.3 s. Counted in audio the VAD scored, not wall time: its scores come in batches, after the ASR's
 decode in progress, 0.5-1 s late on a loaded box."""
+NEAR_RECENT_S = 3.0
+"""With the double-talk detector wired, a barge-in needs one of its onsets within this much fed audio: a
+user who talks over the reply, or over the paused reply, gives one at each word after a gap (~0.1-0.3 s
+after it); the reply's echo gave none in 20 replies heard back at full level, while its residue made 3
+speech runs that a misheard echo word ("sure", "way", "i will") turned into barge-ins
+(benchmarks/bench_barge_in.py --self-turns 20). Counted in fed samples: the words come late, the onsets not."""
 ONSET_GAP_FRAMES = 8
 """Silent VAD frames (256 ms) that end the speech an onset pause waits on: a pause that early comes
 before the first word is decoded, and a gap between words must not play the reply on."""
@@ -74,6 +82,20 @@ class ListeningMixin:
     """Samples whose VAD scores reached `_on_probs` (the shared VAD scores the fed samples, in order)."""
     _pause_sample = 0
     """The fed sample at which the pause began: speech scored before it is no reason to hold it."""
+    _double_talk = False
+    """The echo canceller's double-talk detector reports here (`hear_double_talk`): a barge-in needs its onset."""
+    _near_sample: int | None = None
+    """The fed sample at the detector's last onset (None: none yet)."""
+
+    def hear_double_talk(self, canceller: Any) -> None:
+        """Wire a `voxcli.audio.aec.EchoCanceller`'s double-talk onsets to `near_speech` (chat with AEC).
+
+        From then on the reply is stopped only with an onset within `NEAR_RECENT_S`: what the run
+        on the cancelled signal hears without one is the reply's residue (a pause it resumes from).
+        A canceller without a detector (`AECConfig(double_talk=False)`) changes nothing.
+        """
+        canceller.on_near_speech = self.near_speech
+        self._double_talk = getattr(canceller, "detector", None) is not None
 
     def _listen_to_shared_vad(self) -> bool:
         """Subscribe to the streamer's VAD pass when the scorer is shared; True if so."""
@@ -200,7 +222,7 @@ class ListeningMixin:
                 self._resume()
                 return
             fresh = non_echo_words(self._utt_words, self._recent) if run else []  # the run AND a word, as ever
-            if not fresh:
+            if not fresh or not self._near_recent():
                 self._hold_or_resume(run, reply, decoded)
                 return
             self._paused_at = None  # stop() below drops the paused audio too
@@ -212,6 +234,12 @@ class ListeningMixin:
             played = self.speaker.stop()
             reply.heard_at_barge = heard_text(reply.spans, played, self.speaker.sample_rate, written=reply.received)
         self.on_event(BargeIn(reply.turn, reply.heard_at_barge, " ".join(fresh)))
+
+    def _near_recent(self) -> bool:
+        """No detector wired, or its last onset is within `NEAR_RECENT_S` of fed audio (under the lock)."""
+        if not self._double_talk:
+            return True
+        return self._near_sample is not None and self._fed - self._near_sample <= NEAR_RECENT_S * SAMPLE_RATE
 
     def near_speech(self) -> None:
         """The echo canceller heard the user start over the reply (`voxcli.audio.doubletalk`): pause it.
@@ -227,6 +255,7 @@ class ListeningMixin:
             return
         try:
             with self._lock:
+                self._near_sample = self._fed  # also while paused: the stop needs a recent one
                 reply = self._reply
                 if reply is not None and not reply.barged and self._turn_running and self._paused_at is None:
                     self._pause(reply, run_seen=self._run_frames > 0, by_onset=True)

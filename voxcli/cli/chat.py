@@ -271,7 +271,7 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
             writer.abort()
         raise
     if getattr(mic, "canceller", None) is not None:  # the user over the reply pauses it at once (voxcli.audio.doubletalk)
-        mic.canceller.on_near_speech = agent.near_speech
+        agent.hear_double_talk(mic.canceller)
     if not quiet:
         err(f"voxcli: chat with {getattr(client, 'name', 'the on-device model')}"
             + ("" if inputs else " — speak; Ctrl-C to end"))
