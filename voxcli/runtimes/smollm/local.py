@@ -77,6 +77,10 @@ class _Handle:
     """Cancellation state of one `stream` call: a flag for between tokens, RunOptions for mid-run."""
 
     def __init__(self, run_options) -> None:
+        # a run aborted by `terminate` is logged by onnxruntime as an error ("Exiting due to terminate flag
+        # being set to true", red, on stderr) at every barge-in and Ctrl-C: a cancel is not an error, and a
+        # real failure of the run still raises (LLMError); only fatal messages are logged for these runs
+        run_options.log_severity_level = 4
         self.run_options = run_options
         self.cancelled = threading.Event()
 
