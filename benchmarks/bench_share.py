@@ -10,7 +10,7 @@ Duty (default): each model works as in a conversation -- the ASR re-decodes a
 3 s utterance every 300 ms, the voice renders one sentence per its own
 duration (real time), the VAD scores 31 frames a second, the LLM writes as
 `chat` lets it (`voxcli.chat.pacing`): its first BURST_CHARS flat out, then at
-most CHARS_PER_S (3x the speech). Speed = work done per second spent computing
+most CHARS_PER_S (3x the speech), waiting after each sentence. Speed = work done per second spent computing
 it (the latency a model's calls take). `--llm-flat` lets the LLM write flat out
 the whole time (chat before the pace); `--flat` runs every model flat out (the worst case).
 
@@ -95,6 +95,8 @@ def workloads(asr, vad, llm, voice, flat: bool, pace: tuple[int, float] | None =
     def vad_call() -> float:
         return float(len(vad.probs(frame)))
 
+    from voxcli.chat.pacing import ends_sentence
+
     def run_llm(stop: threading.Event) -> tuple[float, float]:
         """Tokens per second spent generating: time waiting for the pace is not counted."""
         tokens, busy, written, t0 = 0, 0.0, 0, time.perf_counter()
@@ -102,19 +104,19 @@ def workloads(asr, vad, llm, voice, flat: bool, pace: tuple[int, float] | None =
         while not stop.is_set():
             gen = iter(llm.start(MESSAGES))
             while not stop.is_set():
-                if pace is not None:  # chat's pace: the text sent stays under burst + rate * t
-                    burst, rate = pace
-                    over = written - burst - rate * (time.perf_counter() - t0)
-                    if over > 0:
-                        stop.wait(over / rate)
-                        continue
                 t1 = time.perf_counter()
                 token = next(gen, None)
                 busy += time.perf_counter() - t1
                 if token is None:
                     break
                 tokens += 1
-                written += len(tok.decode([token]))
+                piece = tok.decode([token])
+                written += len(piece)
+                if pace is not None and ends_sentence(piece):  # chat's pace: after a sentence, catch up
+                    burst, rate = pace
+                    over = written - burst - rate * (time.perf_counter() - t0)
+                    if over > 0:
+                        stop.wait(over / rate)
         return float(tokens), busy
 
     if flat:

@@ -90,3 +90,28 @@ def test_bad_pace_is_refused(voice) -> None:
     with pytest.raises(ValueError):
         PacedReplyStream(inner, rate=0.0)
     inner.cancel()
+
+
+def test_mid_sentence_deltas_are_never_held(voice) -> None:
+    stream = PacedReplyStream(voice.open_stream(), burst=1, rate=0.01, clock=lambda: 0.0)
+    for word in "The fox ran home over the hill and slept until the sun came up".split():
+        stream.send(word + " ")  # far over the burst, but no sentence has ended
+    assert stream.waited_s == 0.0
+    stream.cancel()
+
+
+def test_a_paced_reply_is_spoken_in_whole_sentences(voice) -> None:
+    """Each wait of the pace comes after a sentence: the stream's flush (text that waited 1.5 s without a
+    boundary) never cuts one, though each sentence here waits ~2.5 s for the pace."""
+    sentences = ["The fox ran home over the hill and slept until the sun came up again.",
+                 "The dog stayed by the river and watched the boats go by all afternoon.",
+                 "In the evening they met at the old oak tree and shared their supper."]
+    stream = PacedReplyStream(voice.open_stream(), burst=1, rate=30.0)
+    text = " ".join(sentences)
+    for i in range(0, len(text), 4):  # an LLM writing flat out, token by token
+        stream.send(text[i : i + 4])
+    stream.finish()
+    spoken = [c.text.strip() for c in _drain(stream) if c.kind == "audio" and c.text]
+    assert stream.waited_s > 0.0
+    assert " ".join(spoken).split() == text.split()
+    assert all(t.endswith(".") for t in spoken[1:])  # the first is the short first chunk

@@ -8,9 +8,11 @@ not needed that early: after its first sentence, a reply written at 3x the
 speech rate stays ahead of the voice by more every second (the TTS stream's
 own push-back, `max_pending_chars`, bounds how far).
 
-`PacedReplyStream` wraps the reply's TTS stream: `send()` waits while the
-text sent exceeds `burst + rate * (time since the first send)`, so the agent,
-which pulls the LLM's next token only after a send returns, pauses the LLM.
+`PacedReplyStream` wraps the reply's TTS stream: a `send()` that ends a
+sentence waits while the text sent exceeds `burst + rate * (time since the
+first send)`, so the agent, which pulls the LLM's next token only after a send
+returns, pauses the LLM between sentences (a wait inside one would let the
+stream's `max_buffer_flush_ms` cut it).
 A cancelled stream (barge-in) never waits. A server's reply is not paced: it
 costs no local core.
 """
@@ -26,6 +28,13 @@ CHARS_PER_S: Final = 45.0
 """Then at most this many characters a second: 3x Piper's ~15 characters a second of speech."""
 POLL_S: Final = 0.05
 """Longest wait between checks for a cancel (a barge-in stops a paced send within this)."""
+
+
+def ends_sentence(delta: str) -> bool:
+    """The delta ends with a sentence's last mark (closing quotes and brackets allowed) or a line break."""
+    if delta.endswith("\n"):
+        return True
+    return delta.rstrip().rstrip("\"')]”’")[-1:] in (".", "!", "?", "…")
 
 
 class PacedReplyStream:
@@ -48,13 +57,15 @@ class PacedReplyStream:
         if self._t0 is None:
             self._t0 = now
         self._sent += len(delta)
-        while block and not final and not self._stream.cancelled:
+        self._stream.send(delta, block=block, final=final)
+        # the wait comes after a sentence's end, never inside one: text that waits without a boundary is
+        # flushed by the stream after `max_buffer_flush_ms` (a cut mid-sentence costs the prosody)
+        while block and not final and ends_sentence(delta) and not self._stream.cancelled:
             over = self._sent - self._burst - self._rate * (now - self._t0)
             if over <= 0:
                 break
             self._wake.wait(min(POLL_S, over / self._rate))
             now = self._clock()
-        self._stream.send(delta, block=block, final=final)
         self.waited_s += self._clock() - t0
 
     def cancel(self) -> None:
