@@ -3,6 +3,7 @@
 
     python benchmarks/bench_asr_step.py -m moonshine-tiny-en@500 -m moonshine-base-en@1000
     python benchmarks/bench_asr_step.py --speed 0 -m moonshine-base-en@500 -m moonshine-base-en@1000
+    python benchmarks/bench_asr_step.py -m moonshine-base-en@1000 -m moonshine-base-en@1000/2   # agreement n 3 vs 2
     python benchmarks/bench_asr_step.py --from run.json
 
 Why beside bench_asr_devset.py: `voxcli bench asr` streams every model at one
@@ -54,8 +55,9 @@ def run(specs: list[str], speed: float, group: str = "") -> dict:
     models = []
     for spec in specs:
         name, _, step = spec.partition("@")
+        step, _, agree = step.partition("/")  # MODEL@STEP/N: LocalAgreement n (default: the model's own)
         asr, vad = load_asr(name, offline=True)
-        models.append((spec, asr, vad, BenchConfig(speed=speed, step_ms=int(step or 500))))
+        models.append((spec, asr, vad, BenchConfig(speed=speed, step_ms=int(step or 500), agreement=int(agree or 0) or None)))
     clips = [c for c in dev_clips(REAL_CACHE, Path(tempfile.mkdtemp(prefix="voxcli-step-")) / "espeak")
              if not group or c.group == group]
     doc = {"speed": speed, "load_start": round(os.getloadavg()[0], 1),
@@ -74,7 +76,7 @@ def run(specs: list[str], speed: float, group: str = "") -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-m", "--model", action="append", default=[], help="MODEL@STEP_MS (repeatable)")
+    ap.add_argument("-m", "--model", action="append", default=[], help="MODEL@STEP_MS[/AGREEMENT] (repeatable)")
     ap.add_argument("--speed", type=float, default=1.0)
     ap.add_argument("--out", default="", help="where to save the JSON")
     ap.add_argument("--group", choices=["recordings", "espeak"], default="", help="only these clips")

@@ -14,6 +14,7 @@ from voxcli.asr.endpointer import FRAME, Endpointer, VADConfig
 from voxcli.asr.streamer import ASRStreamer
 from voxcli.audio.files import read_audio
 from voxcli.audio.pcm import resample
+from voxcli.bench.wer import word_errors
 from voxcli.events import Caption, SpeculationEnd, SpeculativeFinal
 from voxcli.runtimes.moonshine import MoonshineASR
 from voxcli.runtimes.silero_vad import SileroVAD
@@ -24,14 +25,17 @@ QUESTIONS = ["What is the capital of France?", "How many legs does a spider have
 
 
 class PromptSpy:
-    """The real model, recording the decoder prefix of every call."""
+    """The real model, recording the decoder prefix of every call; it takes drafts as the model does, so the
+    production path (unforced decodes checked against the caption) is the one under test."""
+
+    drafts = True
 
     def __init__(self, model: MoonshineASR) -> None:
         self.model, self.sample_rate, self.prompts = model, model.sample_rate, []
 
-    def transcribe(self, audio, prompt=None):
+    def transcribe(self, audio, prompt=None, draft=None):
         self.prompts.append(prompt)
-        return self.model.transcribe(audio, prompt)
+        return self.model.transcribe(audio, prompt, draft=draft)
 
 
 @pytest.fixture(scope="module")
@@ -133,14 +137,19 @@ def test_speech_end_is_the_last_speech_sample_not_the_vad_silence_frame(moonshin
     assert np.median(late) >= 0.05  # the old stamp (first silence frame) was this much after the speech
 
 
-def test_chat_questions_match_batch_and_no_prefix_carries_punctuation(moonshine, vad_path, spoken) -> None:
-    spy = PromptSpy(moonshine)
+def test_chat_questions_near_batch_and_no_prefix_carries_punctuation(moonshine, vad_path, spoken) -> None:
+    """Streamed text vs the batch decode: a WER bound, not equality. The streamer's unforced final is
+    checked against the caption as a draft (several tokens per int8 decoder call, whose dynamic activation
+    scale rounds differently from one-token calls), so a near-tie word can flip ("Juliet" / "Juliette");
+    the batch decode takes no draft. At most one word per question differs, under 10 % pooled."""
+    spy, errors = PromptSpy(moonshine), []
     for a, _ in spoken.values():
         audio = padded(a)
         for chunk_s in (0.1, 0.5):
             text, _, _ = stream(spy, vad_path, audio, chunk_s=chunk_s)
             batch = " ".join(u.text for u in transcribe_audio(moonshine, SileroVAD.load(vad_path), audio))
-            assert text == batch, (text, batch)
+            errors.append((word_errors(batch, text).errors, len(batch.split()), text, batch))
+    assert all(e <= 1 for e, *_ in errors) and sum(e for e, *_ in errors) <= sum(n for _, n, *_ in errors) // 10, errors
     forced = [p for p in spy.prompts if p]
     assert forced and not any(ch in p for p in forced for ch in ".,?!;:"), forced
 

@@ -156,6 +156,27 @@ def test_compare_view_has_a_row_per_model(capsys) -> None:
     assert rows["moonshine-tiny-en"][1:3] == ["0.0%", "12.5%"] and rows["whisper-tiny-en"][1] == "5.0%"
 
 
+def test_each_model_row_shows_its_own_step_and_agreement(speech_samples, tmp_path) -> None:
+    """Before: the compare header printed the first model's agreement n for every model; base streams at
+    its catalog step 1000 / n 3, tiny at 500 / 2, so each row carries its own "step" and "n"."""
+    from tests.whisper.conftest import installed
+
+    installed("moonshine-base-en")
+    ref = tmp_path / "beckett.txt"
+    ref.write_text(BECKETT_REF)
+    r = CliRunner().invoke(app, ["bench", "asr", str(speech_samples["beckett"]), "--ref", str(ref), "--speed", "0",
+                                 "-m", "moonshine-tiny-en", "-m", "moonshine-base-en"], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    lines = r.stderr.splitlines()
+    header = next(line.split() for line in lines if line.split()[:1] == ["model"])
+    rows = {line.split()[0]: line.split() for line in lines if line.split()[:1] in (["moonshine-tiny-en"],
+                                                                                   ["moonshine-base-en"])}
+    assert header[header.index("step") + 1] == "n"
+    step_n = {m: row[row.index("ms") - 1 : row.index("ms") + 2] for m, row in rows.items()}  # only step is in ms
+    assert step_n == {"moonshine-tiny-en": ["500", "ms", "2"], "moonshine-base-en": ["1000", "ms", "3"]}
+    assert not any("agreement" in line for line in lines if line.startswith("endpoint"))
+
+
 def test_end_of_speech_to_final_on_scripted_captions() -> None:
     from voxcli.bench.asr import final_delays
 

@@ -263,6 +263,11 @@ class LocalAgreement:
         self._skipped = 0
 
     @property
+    def words(self) -> list[str]:
+        """The caption's words of the current buffer: stable (after the frozen ones) then volatile."""
+        return [*self.stable[self.frozen :], *self.volatile]
+
+    @property
     def stable_text(self) -> str:
         return " ".join(self.stable)
 

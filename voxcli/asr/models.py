@@ -40,12 +40,15 @@ def load_engine(bundle: "ModelBundle", *, threads: int | None = None) -> "ASREng
     """The `ASREngine` of a resolved ASR bundle.
 
     The catalog's `step_ms` becomes the engine's `step_ms`: the re-decode interval the streamer
-    uses when its caller gives none (a slower model re-decodes less often to keep real time).
+    uses when its caller gives none (a slower model re-decodes less often to keep real time);
+    its `agreement` likewise the LocalAgreement n (a model that commits words heard late in a
+    short buffer waits for one more hypothesis).
     """
     engine = _load_engine(bundle, threads)
-    step = bundle.entry.extra.get("step_ms") if bundle.entry is not None else None
-    if step is not None:
-        engine.step_ms = int(step)  # type: ignore[attr-defined]
+    for key in ("step_ms", "agreement"):
+        value = bundle.entry.extra.get(key) if bundle.entry is not None else None
+        if value is not None:
+            setattr(engine, key, int(value))
     return engine
 
 

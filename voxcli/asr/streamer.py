@@ -6,9 +6,11 @@ buffer each step (forced to start with the stable words, without their punctuati
 words to LocalAgreement-n, so the caption's stable prefix grows while its volatile tail may still
 change. The final decode of an utterance is unforced (the batch decode of the same audio; it may
 re-punctuate the stable words; where it disagrees with one the shown word stays, and where it cannot
-be lined up with them it is decoded again forced with them) and starts at
-silence onset, during the endpoint hold (`asr/speculation.py`): committed without decoding again
-when the hold confirms the endpoint, dropped if speech resumes. The next utterance starts empty.
+be lined up with them it is decoded again forced with them) and starts at silence onset, during the
+endpoint hold (`asr/speculation.py`): committed without decoding again when the hold confirms the
+endpoint, dropped if speech resumes. The next utterance starts empty. Unforced decodes (final, cut) take
+the caption at the hold's onset as a draft (`asr/drafting.py`; faster on a model with `drafts`): the final
+is then not bit-identical to the batch decode (a near-tie word can flip) and, paced, depends on that caption.
 
 Two rules keep it real time over hours:
 - bounded buffer: past `max_buffer_s` without a pause long enough to end the utterance, the head of the buffer
@@ -33,6 +35,7 @@ import numpy as np
 
 from voxcli.asr.agreement import LocalAgreement
 from voxcli.asr.buffer import WorkerBuffer
+from voxcli.asr.drafting import OnsetDraft
 from voxcli.asr.inbox import AudioInbox
 from voxcli.asr.models import load_asr
 from voxcli.asr.speculation import Speculation, Speculator, Subscriber
@@ -45,11 +48,12 @@ from voxcli.events import Caption, Word
 __all__ = ["ASREngine", "ASRStats", "ASRStreamer", "open_asr_streamer"]
 
 HoldFrom = Literal["vad", "speech"]
-"""Where the endpoint hold starts: the VAD's first silence frame (as `speech_segments` counts it), or the last speech sample (the seed's ledger; chat)."""
+"""Where the endpoint hold starts: the VAD's first silence frame (as `speech_segments` counts it), or the last
+speech sample (the seed's ledger; chat)."""
 
 
 class ASREngine(Protocol):
-    """What the streamer needs from a model (DESIGN.md)."""
+    """What the streamer needs from a model (DESIGN.md); one with `drafts = True` also takes `draft=` (unforced)."""
 
     sample_rate: int
 
@@ -64,7 +68,7 @@ class ASRStreamer:
         model: ASREngine,
         vad: FrameScorer,
         *,
-        agreement: int = DEFAULT_AGREEMENT,
+        agreement: int | None = None,
         step_ms: int | None = None,
         vad_config: VADConfig | None = None,
         max_buffer_s: float = 20.0,
@@ -89,8 +93,9 @@ class ASRStreamer:
         if hold_from not in ("vad", "speech") or (hold_from == "speech" and not speculative) or (
                 tail_from_speech and hold_from != "speech"):
             raise UsageError("hold_from is 'vad' or 'speech' (which needs speculative=True; tail_from_speech needs it)")
-        self._spec = Speculator(SAMPLE_RATE)
-        self.agreement = LocalAgreement(agreement)
+        self._spec, self._draft = Speculator(SAMPLE_RATE), OnsetDraft()
+        self.agreement = LocalAgreement(  # None: the model's (catalog `agreement`); 0 is an error, not "default"
+            agreement if agreement is not None else (getattr(model, "agreement", None) or DEFAULT_AGREEMENT))
         self.stats = ASRStats()
         self.utterances: list[str] = []
         self._captions: queue.Queue = queue.Queue()
@@ -225,6 +230,7 @@ class ASRStreamer:
         for p in self.vad.probs(chunk):
             self._b.probs.append(float(p))
             ev = self._ep.feed(float(p))
+            self._draft.observe(self._ep.silence_onset, self._ep.in_speech, self.agreement.words)
             if ev is None:
                 if self.speculative and self._utt_start is not None:
                     self._speculate()
@@ -256,8 +262,9 @@ class ASRStreamer:
     def _decode(self, start: int, end: int, prompt: bool = True) -> list[str]:
         # The stable words of this buffer (no punctuation) are forced as the decoder prefix: cheaper, and consistent.
         text = self.agreement.prompt if prompt else ""
+        draft = {} if prompt else self._draft.draft_for(self.model, self.agreement.words)  # finals and cuts only
         t = time.monotonic()
-        words = self.model.transcribe(self._b.span(start, end), prompt=text or None)
+        words = self.model.transcribe(self._b.span(start, end), prompt=text or None, **draft)
         self.stats.decode_s += time.monotonic() - t
         self.stats.decodes += 1
         return [w.text for w in words]
@@ -268,16 +275,8 @@ class ASRStreamer:
         if not is_final and pair == self._last_caption:
             return
         self._last_caption = pair
-        self._captions.put(
-            Caption(
-                stable=pair[0],
-                volatile=pair[1],
-                is_final=is_final,
-                t_audio=self._heard_s,
-                t_emit=self._elapsed(),
-                utterance=self._utt_index,
-            )
-        )
+        self._captions.put(Caption(stable=pair[0], volatile=pair[1], is_final=is_final, t_audio=self._heard_s,
+                                   t_emit=self._elapsed(), utterance=self._utt_index))
 
     def _redecode(self) -> None:
         assert self._utt_start is not None
@@ -350,6 +349,7 @@ class ASRStreamer:
         self._utt_index += 1 if (text or self._last_caption is not None) else 0
         self._spec.next_utterance()
         self.agreement.reset()
+        self._draft.reset()
         self._last_caption = None
         self._utt_start = None
         self._drop_before(end)
@@ -372,7 +372,7 @@ class ASRStreamer:
 def open_asr_streamer(
     model: str | None = None,
     language: str = "en",
-    agreement: int = DEFAULT_AGREEMENT,
+    agreement: int | None = None,
     step_ms: int | None = None,
     *,
     endpoint_ms: float = DEFAULT_ENDPOINT_MS,
@@ -387,7 +387,7 @@ def open_asr_streamer(
 ) -> ASRStreamer:
     """The library entry point: resolve the models by name and start a streamer.
 
-    `threads`: the ASR model's intra-op threads (None: the session policy's default). `step_ms` None: the model's.
+    `threads`: the model's intra-op threads (None: the session policy's). `step_ms`, `agreement` None: the model's.
     `tail_from_speech` (with hold_from="speech", as chat runs): the final's end pad counts from the last
     speech sample too, so the speculative final is ready ~a VAD decay earlier; its span then differs from
     `voxcli transcribe`'s, whose pad counts from the VAD's silence onset."""

@@ -24,7 +24,7 @@ from voxcli.asr.batch import transcribe_audio
 from voxcli.bench.metrics import percentile
 from voxcli.asr.endpointer import SAMPLE_RATE, FrameScorer, VADConfig
 from voxcli.bench.wer import WER, word_errors
-from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_ENDPOINT_MS
+from voxcli.config import DEFAULT_ENDPOINT_MS
 from voxcli.events import Caption, SpeculationEnd
 
 
@@ -96,6 +96,8 @@ class FileResult:
     """End of speech -> final caption, seconds, per utterance (paced runs only)."""
     step_ms: int | None = None
     """The re-decode step the streamer ran at (the model's own when the config gives none)."""
+    agreement: int | None = None
+    """The LocalAgreement n it ran with (likewise)."""
 
     def to_dict(self) -> dict:
         return {
@@ -105,7 +107,7 @@ class FileResult:
             "commit_delay_p50_s": _r(percentile(self.delays, 50)), "commit_delay_p95_s": _r(percentile(self.delays, 95)),
             "worker_rtf": round(self.worker_rtf, 3), "batch_rtf": round(self.batch_rtf, 3),
             "max_lag_s": round(self.max_lag_s, 2), "skipped_redecodes": self.skipped,
-            "max_buffer_s": round(self.max_buffer_s, 2), "step_ms": self.step_ms,
+            "max_buffer_s": round(self.max_buffer_s, 2), "step_ms": self.step_ms, "agreement": self.agreement,
             "batch_text": self.batch_text, "stream_text": self.stream_text,
             "emitted_wer": round((self.emitted or self.stream).rate, 4),
             "final_delay_p50_s": _r(percentile(self.final_delays, 50)),
@@ -124,7 +126,8 @@ class BenchConfig:
     """Feed rate relative to real time (0 = lockstep: every step decoded before the next, no skips)."""
     step_ms: int | None = None
     """Re-decode step; None: each model's own (catalog `step_ms`, else DEFAULT_STEP_MS)."""
-    agreement: int = DEFAULT_AGREEMENT
+    agreement: int | None = None
+    """LocalAgreement n; None: each model's own (catalog `agreement`, else DEFAULT_AGREEMENT)."""
     endpoint_ms: float = DEFAULT_ENDPOINT_MS
     chunk_s: float = 0.1
     """Size of each piece of audio sent to the streamer."""
@@ -178,7 +181,7 @@ def bench_file(model: ASREngine, vad: FrameScorer, path: str, audio: np.ndarray,
         retractions=s.stats.retractions, delays=commit_delays(caps), worker_rtf=s.stats.rtf,
         batch_rtf=batch_s / audio_s if audio_s else 0.0, max_lag_s=s.stats.max_lag_s, skipped=s.stats.skipped,
         max_buffer_s=s.stats.max_buffer_s, batch_text=batch, stream_text=text.replace("\n", " "),
-        step_ms=s.step * 1000 // SAMPLE_RATE,
+        step_ms=s.step * 1000 // SAMPLE_RATE, agreement=s.agreement.n,
     )
 
 
@@ -205,7 +208,7 @@ class BenchResult:
             "worker_rtf": round(sum(f.worker_rtf * f.audio_s for f in self.files) / audio, 3),
             "max_lag_s": round(max((f.max_lag_s for f in self.files), default=0.0), 2),
             "peak_rss_mb": round(self.peak_rss_mb, 1),
-            "speed": self.config.speed, "step_ms": next((f.step_ms for f in self.files if f.step_ms), self.config.step_ms), "agreement": self.config.agreement,
+            "speed": self.config.speed, "step_ms": next((f.step_ms for f in self.files if f.step_ms), self.config.step_ms), "agreement": next((f.agreement for f in self.files if f.agreement), self.config.agreement),
             "endpoint_ms": self.config.endpoint_ms,
         }
 

@@ -27,7 +27,6 @@ from voxcli.cli.options import (
     VerboseOpt,
     command_config,
 )
-from voxcli.config import DEFAULT_AGREEMENT
 from voxcli.errors import ExitCode, UsageError
 
 ASR_HELP = """\
@@ -69,7 +68,7 @@ def bench_asr(
     refs: Annotated[Optional[list[str]], typer.Option("--ref", help="Reference transcript file, one per FILE, in order.")] = None,
     speed: SpeedOpt = 1.0,
     step_ms: StepMsOpt = None,
-    agreement: AgreementOpt = DEFAULT_AGREEMENT,
+    agreement: AgreementOpt = None,
     endpoint_ms: EndpointMsOpt = None,
     models: Annotated[Optional[list[str]], typer.Option(
         "--model", "-m", help="ASR model; repeat to compare models side by side on the same files "

@@ -94,8 +94,9 @@ EndpointMsOpt = Annotated[Optional[int], typer.Option(
 OutputFileOpt = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write a .wav or .flac file (atomically) instead of playing.", show_default=False)]
 StepMsOpt = Annotated[Optional[int], typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking, ms (default: the model's own: 500, moonshine-base-en 1000).", show_default=False)]
-AgreementOpt = Annotated[int, typer.Option(
-    "--agreement", min=1, max=5, help="Hypotheses that must agree before a word is stable (LocalAgreement n).")]
+AgreementOpt = Annotated[Optional[int], typer.Option(
+    "--agreement", min=1, max=5, show_default=False,
+    help="Hypotheses that must agree before a word is stable, LocalAgreement n (default: the model's own: 2, moonshine-base-en 3).")]
 SpeedOpt = Annotated[float, typer.Option(
     "--speed", min=0.0, help="Input pacing: 1 = real time, 4 = 4x, 0 = unpaced (lockstep).")]
 

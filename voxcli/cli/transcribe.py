@@ -24,7 +24,6 @@ from voxcli.cli.options import (AgreementOpt, EndpointMsOpt, InputDeviceOpt, Jso
                                 QuietOpt, SpeedOpt, StepMsOpt, VerboseOpt, command_config, flag)
 from voxcli.audio.pcm import MAX_RATE, MIN_RATE
 from voxcli.cli.corpus_run import BatchArgs, ForceOpt, JobsOpt, RayOpt, ShipAudioOpt, run_corpus
-from voxcli.config import DEFAULT_AGREEMENT
 from voxcli.errors import UsageError
 
 SR = 16000
@@ -285,7 +284,7 @@ def transcribe(
     endpoint_ms: EndpointMsOpt = None,
     duration: Annotated[Optional[float], typer.Option("--duration", min=0.1, help="Stop after this many seconds of audio (streaming input).", show_default=False)] = None,
     step_ms: StepMsOpt = None,
-    agreement: AgreementOpt = DEFAULT_AGREEMENT,
+    agreement: AgreementOpt = None,
     rate: Annotated[int, typer.Option("--rate", min=MIN_RATE, max=MAX_RATE, help="Sample rate of stdin PCM.")] = SR,
     device: InputDeviceOpt = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Stdin PCM format: s16le (default) or f32le; with --out-dir the transcript format: txt (default), json, srt or vtt.", show_default=False)] = None,

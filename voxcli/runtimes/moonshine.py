@@ -61,6 +61,10 @@ class MoonshineASR:
     name: str = "moonshine-tiny-en"
     bos_id: int = 1
     eos_id: int = 2
+    agreement: int | None = None
+    """LocalAgreement n to stream with when the caller gives none (the catalog's `agreement`; None: the default)."""
+    drafts: bool = True
+    """`transcribe` takes `draft=` (the streamer passes its caption to the unforced decodes)."""
     step_ms: int | None = None
     """Re-decode interval to stream at when the caller gives none (the catalog's `step_ms`; None: the default)."""
 
@@ -127,12 +131,15 @@ class MoonshineASR:
             feeds["attention_mask"] = np.ones_like(x, dtype=np.int64)
         return self.encoder.run(None, feeds)[0]
 
-    def generate(self, audio: np.ndarray, prefix: list[int] | None = None) -> list[int]:
+    def generate(self, audio: np.ndarray, prefix: list[int] | None = None, draft: list[int] | None = None) -> list[int]:
         """Greedy token ids (without BOS/EOS) for one buffer of 16 kHz audio.
 
         `prefix`: tokens the transcript is known to start with. They go through
         the decoder in one call (teacher forcing) instead of one call per
         token, which is most of the cost of re-decoding a growing buffer.
+        `draft` (without a prefix): tokens the transcript probably is; checked a chunk per decoder
+        call (`moonshine_draft`): the model's own greedy tokens (a near-tie may round the other way),
+        in fewer calls when the guess is good.
         """
         audio = np.asarray(audio, dtype=np.float32).reshape(-1)
         if audio.size < MIN_SAMPLES:
@@ -148,6 +155,8 @@ class MoonshineASR:
         tokens: list[int] = list(prefix or [])
         ids = np.array([[self.bos_id, *tokens]], dtype=np.int64)
         budget = max(0, self.max_tokens(audio.size) - len(tokens))
+        if draft and not tokens and self.beam == 1:
+            return self._draft_generate(hidden, mask, cache, draft, budget)
         if self.beam > 1:
             feeds0 = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([False]), **cache}
             if mask is not None:
@@ -182,14 +191,34 @@ class MoonshineASR:
 
         return beam_generate(run, feeds0, prefix, budget, self.beam, self.eos_id, repeated_tail)
 
+    def _draft_generate(self, hidden: np.ndarray, mask: np.ndarray | None, empty: dict, draft: list[int],
+                        budget: int) -> list[int]:
+        from voxcli.runtimes.moonshine_draft import draft_generate
+
+        def run(ids: np.ndarray, cache: dict, cached: bool) -> tuple[np.ndarray, list[np.ndarray]]:
+            feeds = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([cached]), **cache}
+            if mask is not None:
+                feeds["encoder_attention_mask"] = mask
+            logits, *present = self.decoder.run(self._out_names, feeds)
+            return logits, present
+
+        return draft_generate(run, self._cache_names, empty, self.bos_id, self.eos_id, draft, budget,
+                              repeated_tail, self._is_punct)
+
+    def _is_punct(self, token: int) -> bool:
+        """A token with no letter or digit (",", "."): the model inserted it rather than replaced a draft word."""
+        text = self.tokenizer.decode([token], skip_special_tokens=True)
+        return not any(ch.isalnum() for ch in text)
+
     def encode_text(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
-    def text(self, audio: np.ndarray, prompt: str | None = None) -> str:
+    def text(self, audio: np.ndarray, prompt: str | None = None, draft: str | None = None) -> str:
         prefix = self.encode_text(prompt) if prompt else None
-        return self.tokenizer.decode(self.generate(audio, prefix), skip_special_tokens=True).strip()
+        guess = self.encode_text(draft) if draft and not prompt else None
+        return self.tokenizer.decode(self.generate(audio, prefix, guess), skip_special_tokens=True).strip()
 
-    def transcribe(self, audio: np.ndarray, prompt: str | None = None) -> list[Word]:
+    def transcribe(self, audio: np.ndarray, prompt: str | None = None, draft: str | None = None) -> list[Word]:
         """Words of one buffer (up to ~30 s).
 
         `prompt`: text the buffer is known to start with (the streamer passes
@@ -198,11 +227,13 @@ class MoonshineASR:
 
         Word times are estimates: the buffer duration split in proportion to
         character offsets (Moonshine gives no timestamps). `prob` is 1.0.
+        `draft` (unforced decodes only): text the buffer probably says (the streamer's caption);
+        it only makes the greedy decode faster (`generate`), the words are the model's own.
         """
         audio = np.asarray(audio, dtype=np.float32)
         if audio.ndim != 1:
             raise UsageError("ASR input must be mono (one channel)")
-        return words_with_estimated_times(self.text(audio, prompt), audio.size / SAMPLE_RATE)
+        return words_with_estimated_times(self.text(audio, prompt, draft), audio.size / SAMPLE_RATE)
 
 
 def repeated_tail(tokens: list[int], max_block: int = 12) -> int:

@@ -164,17 +164,17 @@ def asr_compare_parts(runs: Sequence[tuple[str, float, dict[str, Any]]]) -> list
     """`bench asr -m A -m B`: one row per model, the same metrics as the single-model view."""
     grid = Grid([Column("model"), Column("batch WER", "right"), Column("stream WER", "right"),
                  Column("retract", "right"), Column("delay p50", "right"), Column("final p50", "right"),
-                 Column("RTF", "right"), Column("step", "right"),
+                 Column("RTF", "right"), Column("step", "right"), Column("n", "right"),
                  Column("max lag", "right"), Column("peak MB", "right"), Column("load s", "right")])
-    for model, load_s, s in runs:
+    for model, load_s, s in runs:  # step and LocalAgreement n are each model's own unless given
         grid.add(model, f"{s['batch_wer']:.1%}", f"{s['stream_wer']:.1%}",
                  (str(s["retractions"]), "bold red") if s["retractions"] else "0",
-                 f"{s['commit_delay_p50_s']} s", f"{s.get('final_delay_p50_s')} s", f"{s['worker_rtf']:.2f}", f"{s['step_ms']} ms", f"{s['max_lag_s']:.1f} s",
+                 f"{s['commit_delay_p50_s']} s", f"{s.get('final_delay_p50_s')} s", f"{s['worker_rtf']:.2f}",
+                 f"{s['step_ms']} ms", str(s["agreement"]), f"{s['max_lag_s']:.1f} s",
                  f"{s['peak_rss_mb']:.0f}", f"{load_s:.1f}")
     s = runs[0][2]
     title = (f"bench asr: {len(runs)} models, {s['files']} file(s), {s['audio_s']:.1f} s, {s['ref_words']} words", "bold")
-    settings = (f"endpoint {s['endpoint_ms']:g} ms, agreement {s['agreement']}, "
-                f"speed {s['speed']:g}", "dim")
+    settings = (f"endpoint {s['endpoint_ms']:g} ms, speed {s['speed']:g}", "dim")
     return [title, settings, grid]
 
 
