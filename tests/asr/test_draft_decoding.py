@@ -18,7 +18,7 @@ from voxcli.asr.streamer import ASRStreamer
 from voxcli.audio.files import read_audio
 from voxcli.bench.wer import word_errors
 from voxcli.runtimes.moonshine import repeated_tail
-from voxcli.runtimes.moonshine_draft import CHUNK, draft_generate
+from voxcli.runtimes.moonshine_draft import CHUNK, EARLY_EOS_MARGIN, draft_generate, first_token
 from voxcli.runtimes.silero_vad import SileroVAD
 
 BOS, EOS, VOCAB = 1, 2, 40
@@ -44,7 +44,7 @@ class ScriptedDecoder:
         seq = past + [int(x) for x in ids[0]]
         logits = np.zeros((1, ids.shape[1], VOCAB), dtype=np.float32)
         for i in range(ids.shape[1]):
-            logits[0, i, self.next_token(seq[: len(past) + i + 1])] = 1.0
+            logits[0, i, self.next_token(seq[: len(past) + i + 1])] = 10.0  # decisive: no near-tie at EOS
         present = [np.array(seq, dtype=np.float32).reshape(1, 1, -1, 1), np.zeros((1, 1, 1, 1), np.float32)]
         return logits, present
 
@@ -189,3 +189,23 @@ def test_agreement_zero_is_an_error_not_the_models_default(moonshine, vad_path) 
     """`agreement=None` means the model's n; 0 must still be refused (it was read as "unset" for a while)."""
     with pytest.raises(ValueError, match="agreement n must be >= 1"):
         ASRStreamer(moonshine, SileroVAD.load(vad_path), agreement=0)
+
+
+def test_an_end_of_text_that_barely_wins_the_first_token_gives_way() -> None:
+    row = np.array([0.0, 5.0, 9.3, 8.5], dtype=np.float32)  # EOS (2) ahead of the runner-up (3) by 0.8
+    assert first_token(row, eos=2) == 3
+    assert first_token(np.array([0.0, 1.0, 4.2, 1.0], np.float32), eos=2) == 2  # silence-like: 3.2 ahead
+    assert first_token(np.array([0.0, 7.0, 6.9, 1.0], np.float32), eos=2) == 1  # not EOS: plain argmax
+    assert 0.9 < EARLY_EOS_MARGIN < 3.2  # between the near-ties measured on speech and silence's lead
+
+
+def test_base_does_not_lose_an_utterance_to_an_early_end(speech_samples) -> None:
+    """moonshine-base-en (int8) decoded the first 9 s of two_cities.wav to "" (end-of-text ahead of "It" by
+    0.7 logits at the first step); silence still decodes to nothing."""
+    from tests.whisper.conftest import engine
+
+    base, _ = engine("moonshine-base-en")  # skipped with the pull command when it is not installed
+    audio = read_audio(speech_samples["two_cities"], 16000)[0][: 9 * 16000]
+    assert base.text(audio).startswith("It was the best of times")
+    assert base.text(audio, draft="It was the best of times, it was the worst of times.").startswith("It was the")
+    assert base.text(np.zeros(9 * 16000, np.float32)) == ""

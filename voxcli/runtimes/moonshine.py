@@ -26,6 +26,7 @@ import numpy as np
 
 from voxcli.errors import ModelNotFoundError, UsageError
 from voxcli.events import Word
+from voxcli.runtimes.moonshine_draft import first_token
 from voxcli.runtimes.onnx import session
 
 SAMPLE_RATE: Final = 16000
@@ -167,7 +168,7 @@ class MoonshineASR:
             if mask is not None:
                 feeds["encoder_attention_mask"] = mask
             logits, *present = self.decoder.run(self._out_names, feeds)
-            token = int(logits[0, -1].argmax())
+            token = first_token(logits[0, -1], self.eos_id) if not tokens else int(logits[0, -1].argmax())
             if token == self.eos_id:
                 break
             tokens.append(token)
