@@ -22,6 +22,8 @@ import threading
 import time
 from typing import Any, Callable, Final
 
+from voxcli.tts.chunker import CLOSERS, SENTENCE_END  # the chunker's own marks: where it cuts a sentence
+
 BURST_CHARS: Final = 120
 """Written flat out: the first sentence or two (the first audio and the text right after it)."""
 CHARS_PER_S: Final = 45.0
@@ -34,7 +36,8 @@ def ends_sentence(delta: str) -> bool:
     """The delta ends with a sentence's last mark (closing quotes and brackets allowed) or a line break."""
     if delta.endswith("\n"):
         return True
-    return delta.rstrip().rstrip("\"')]”’")[-1:] in (".", "!", "?", "…")
+    last = delta.rstrip().rstrip("".join(CLOSERS))[-1:]
+    return bool(last) and last in SENTENCE_END
 
 
 class PacedReplyStream:
