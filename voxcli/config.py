@@ -132,7 +132,8 @@ KEYS: Final[tuple[KeySpec, ...]] = (
     KeySpec("tts.max_buffer_flush_ms", float, 1500.0, "speak text stalled this long without a boundary (0 = off)"),
     *_tts_knobs(),
     KeySpec("tts.profile", str, None, "TTS profile file, or none (unset: the one `bench ttfa --calibrate` wrote)"),
-    KeySpec("asr.model", str, None, "default ASR model for transcribe, bench asr and chat (unset: the catalog's)"),
+    KeySpec("asr.model", str, None, "default ASR model for transcribe, bench asr and chat (unset: moonshine-base-en where "
+            "`voxcli pull`/`doctor --measure` timed it live here, else moonshine-tiny-en; chat: moonshine-tiny-en)"),
     KeySpec("asr.endpoint_ms", float, DEFAULT_ENDPOINT_MS, "silence hold before a spoken turn ends"),
     KeySpec("asr.endpoint", str, "vad", "chat's end of turn: vad (silence hold) or semantic (SmolLM2 end-of-turn score)"),
     KeySpec("devices.input", str, None, "microphone: device index or name substring (unset: the system's)"),

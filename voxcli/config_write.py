@@ -37,7 +37,16 @@ def builtin_defaults() -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - a broken user catalog must not break `config show`
             return None
 
-    return {**DEFAULTS, "tts.voice": model("tts"), "asr.model": model("asr")}
+    def asr() -> str | None:
+        """The recognizer `transcribe` runs unset: the accurate tier where measured live here (asr.models)."""
+        try:
+            from voxcli.asr.models import default_asr
+
+            return default_asr()
+        except Exception:  # noqa: BLE001 - as above
+            return model("asr")
+
+    return {**DEFAULTS, "tts.voice": model("tts"), "asr.model": asr()}
 
 
 @dataclass(frozen=True)

@@ -251,12 +251,15 @@ def check_disk() -> CheckResult:
 def check_asr_tier(measure: bool = False) -> CheckResult:
     """Which installed recognizers keep real time here (cached figures; `measure` streams speech through each)."""
     from voxcli.asr.live_tier import report
+    from voxcli.asr.models import default_asr
     from voxcli.config import resolve
-    from voxcli.hub.catalog import default_model
 
     # Unset means the default model, the one most users run live: it must be judged too.
-    r = report(measure=measure, configured=resolve("asr.model") or default_model("asr").name)
-    return CheckResult("asr-tier", r.status, r.summary, r.fix, r.details)
+    configured = resolve("asr.model")
+    r = report(measure=measure, configured=configured or default_asr())
+    default = configured or default_asr()  # after a measurement the default may have changed
+    summary = f"{r.summary}; transcribe runs {default}" + (" (asr.model)" if configured else " by default")
+    return CheckResult("asr-tier", r.status, summary, r.fix, {**r.details, "default_asr": default})
 
 
 def check_tts_profile() -> CheckResult:

@@ -173,12 +173,12 @@ def test_the_accurate_tier_streams_at_its_own_step_and_agreement(vad_path) -> No
 
     base, _ = engine("moonshine-base-en")  # skipped with the pull command when it is not installed
     tiny, _ = engine("moonshine-tiny-en")
-    assert (base.step_ms, base.agreement) == (1000, 3)  # the catalog's, see its comment
+    assert (base.step_ms, base.agreement) == (750, 4)  # the catalog's, see its comment
     s = ASRStreamer(base, SileroVAD.load(vad_path))
     given = ASRStreamer(base, SileroVAD.load(vad_path), agreement=2, step_ms=500)
     fast = ASRStreamer(tiny, SileroVAD.load(vad_path))
     try:
-        assert (s.agreement.n, s.step, given.agreement.n, given.step) == (3, 16000, 2, 8000)
+        assert (s.agreement.n, s.step, given.agreement.n, given.step) == (4, 12000, 2, 8000)
         assert (fast.agreement.n, fast.step) == (2, 8000)
     finally:
         for x in (s, given, fast):

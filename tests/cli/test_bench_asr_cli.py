@@ -158,7 +158,7 @@ def test_compare_view_has_a_row_per_model(capsys) -> None:
 
 def test_each_model_row_shows_its_own_step_and_agreement(speech_samples, tmp_path) -> None:
     """Before: the compare header printed the first model's agreement n for every model; base streams at
-    its catalog step 1000 / n 3, tiny at 500 / 2, so each row carries its own "step" and "n"."""
+    its catalog step 750 / n 4, tiny at 500 / 2, so each row carries its own "step" and "n"."""
     from tests.whisper.conftest import installed
 
     installed("moonshine-base-en")
@@ -173,7 +173,7 @@ def test_each_model_row_shows_its_own_step_and_agreement(speech_samples, tmp_pat
                                                                                    ["moonshine-base-en"])}
     assert header[header.index("step") + 1] == "n"
     step_n = {m: row[row.index("ms") - 1 : row.index("ms") + 2] for m, row in rows.items()}  # only step is in ms
-    assert step_n == {"moonshine-tiny-en": ["500", "ms", "2"], "moonshine-base-en": ["1000", "ms", "3"]}
+    assert step_n == {"moonshine-tiny-en": ["500", "ms", "2"], "moonshine-base-en": ["750", "ms", "4"]}
     assert not any("agreement" in line for line in lines if line.startswith("endpoint"))
 
 

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from voxcli.hub.resolve import ModelBundle
 
 DEFAULT_ASR: Final = "moonshine-tiny-en"
-"""The fast tier: real time with room to spare on 2 cores."""
+"""The fast tier: real time with room to spare on 2 cores; the default wherever the accurate tier is not."""
+ACCURATE_ASR: Final = "moonshine-base-en"
+"""The accurate tier (issue 16: batch WER -31 % on human speech, streamed within 1 point of it)."""
 RUNTIMES: Final = ("moonshine", "whisper-ct2")
 
 
@@ -81,5 +83,26 @@ def load_asr(model: str | None = None, *, offline: bool | None = None,
     from voxcli.hub.resolve import resolve_model
     from voxcli.runtimes.silero_vad import SileroVAD
 
-    bundle = resolve_model(model or DEFAULT_ASR, kind="asr", offline=offline)
+    bundle = resolve_model(model or default_asr(), kind="asr", offline=offline)
     return load_engine(bundle, threads=threads), SileroVAD.resolve(offline=offline)
+
+
+def default_asr() -> str:
+    """The recognizer used when none is named: the accurate tier where this machine runs it live, else the fast one.
+
+    Why a measurement decides: Moonshine base keeps real time with room to
+    spare on a free laptop CPU and falls behind on a busy or slow one, which
+    only a run on the user's machine can tell. `voxcli pull moonshine-base-en`
+    (and `voxcli doctor --measure`) stream ~12 s of speech through it and
+    record the worker RTF; when that says "live" (RTF <= 0.5) and the model is
+    still installed, it is the default. Nothing is downloaded or measured here:
+    a lookup in the cached record, a few milliseconds. `asr.model` or
+    `--model` always win over this.
+    """
+    from voxcli.asr.live_tier import measurements
+
+    try:
+        rows, _ = measurements(False, [ACCURATE_ASR])
+    except Exception:  # noqa: BLE001 - an unreadable catalog or record must not stop the fast tier
+        return DEFAULT_ASR
+    return ACCURATE_ASR if any(m is not None and m.tier == "live" for _b, m, _now in rows) else DEFAULT_ASR

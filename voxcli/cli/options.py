@@ -80,7 +80,8 @@ VoiceOpt = Annotated[Optional[str], typer.Option(
     "--voice", help="TTS voice name (default: config tts.voice, else the catalog's).",
     autocompletion=complete_tts_model, show_default=False)]
 ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-m", help="ASR model name (default: config asr.model, else the catalog's).",
+    "--model", "-m", help="ASR model name (default: config asr.model, else moonshine-base-en where `voxcli pull` "
+    "timed it live on this machine, else moonshine-tiny-en; chat: moonshine-tiny-en; see `voxcli doctor`).",
     autocompletion=complete_asr_model, show_default=False)]
 OutputDeviceOpt = Annotated[Optional[str], typer.Option(
     "--device", "-d", help="Speaker: device index or name part (default: config devices.output; see `voxcli devices`).",

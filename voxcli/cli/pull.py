@@ -79,6 +79,9 @@ def pull(
     kind: Annotated[Optional[str], typer.Option(
         "--kind", help="Kind of a URL/path model (tts, asr, vad, llm, data); guessed if omitted.")] = None,
     force: Annotated[bool, flag("--force", help="Download and install again even if present.")] = False,
+    measure: Annotated[bool, typer.Option(
+        "--measure/--no-measure", help="After pulling the accurate ASR tier (moonshine-base-en), time it on this "
+        "machine (~10-30 s, once): when it keeps real time it becomes the default recognizer.")] = True,
 ) -> None:
     """Download, verify and install models (the `voxcli pull` command)."""
     from voxcli.cli.views.progress import make_progress
@@ -102,6 +105,44 @@ def pull(
         for b in bundles:
             print(json.dumps({"event": "installed", "name": b.name, "kind": b.kind, "origin": b.origin,
                               "path": str(b.path)}))
+    if measure:
+        _measure_accurate_tier([b.name for b in bundles], force=force, json_out=json_out, quiet=quiet)
+
+
+def _measure_accurate_tier(pulled: list[str], *, force: bool, json_out: bool, quiet: bool) -> None:
+    """Time the accurate ASR tier on this machine right after its pull, so the default can follow it.
+
+    Why at pull: the pull is the moment a user expects to wait, it builds the
+    int8 graphs the first `transcribe` would otherwise build (~20 s), and the
+    record (`voxcli doctor` shows it) is what `asr.models.default_asr` reads.
+    Measured once per machine and model files; `--force` measures again.
+    """
+    from voxcli.asr.live_tier import measurements
+    from voxcli.asr.models import ACCURATE_ASR, DEFAULT_ASR, default_asr
+
+    if ACCURATE_ASR not in pulled:
+        return
+    if not force and any(m is not None for _b, m, _n in measurements(False, [ACCURATE_ASR])[0]):
+        return  # measured here before: nothing changed
+    if not quiet and not json_out:
+        err(f"timing {ACCURATE_ASR} on this machine (once, ~10-30 s; --no-measure skips it) ...")
+    rows, errors = measurements(True, [ACCURATE_ASR])
+    m = next((m for _b, m, _n in rows if m is not None), None)
+    if m is None:
+        err(f"voxcli: could not time {ACCURATE_ASR}: {'; '.join(errors) or 'not installed'}; "
+            f"the default recognizer stays {DEFAULT_ASR}")
+        return
+    default = default_asr()
+    if json_out:
+        print(json.dumps({"event": "measured", "name": m.model, "worker_rtf": m.worker_rtf, "tier": m.tier,
+                          "default_asr": default}))
+    elif not quiet:
+        verdict = (f"keeps real time here (worker RTF {m.worker_rtf:.2f}): it is now the default recognizer "
+                   f"(the fast tier: --model {DEFAULT_ASR})" if default == ACCURATE_ASR else
+                   f"needs worker RTF {m.worker_rtf:.2f} here ({m.tier}; live wants <= 0.5): the default stays "
+                   f"{DEFAULT_ASR}; for files: --model {ACCURATE_ASR}; on an idle machine, time it again: "
+                   f"`voxcli doctor --only asr-tier --measure`")
+        err(f"{m.model} {verdict}")
 
 
 @guarded

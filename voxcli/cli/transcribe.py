@@ -26,6 +26,13 @@ from voxcli.audio.pcm import MAX_RATE, MIN_RATE
 from voxcli.cli.corpus_run import BatchArgs, ForceOpt, JobsOpt, RayOpt, ShipAudioOpt, run_corpus
 from voxcli.errors import UsageError
 
+
+def _default_asr() -> str:
+    """The recognizer a batch runs when none is named, decided once here so every worker (and Ray node) runs it."""
+    from voxcli.asr.models import default_asr
+
+    return default_asr()
+
 SR = 16000
 CHUNK_S = 0.1
 
@@ -47,6 +54,10 @@ re-run skip what is done and retry what failed; --jobs N worker processes
 (default: the cores) or --ray ADDRESS for a Ray cluster (`local` starts one). Exit 1 if any
 file failed (each failure is listed and recorded).
 
+The recognizer: Moonshine tiny (the fast tier) unless `voxcli pull
+moonshine-base-en` timed the accurate tier live on this machine (30 % fewer
+errors; `voxcli doctor` says which runs); --model or `asr.model` choose.
+
 [bold]Examples[/bold]
 
   voxcli transcribe meeting.wav                     print the transcript
@@ -59,6 +70,7 @@ file failed (each failure is listed and recorded).
   voxcli transcribe podcasts/ --out-dir subs --format srt      a whole tree, all cores
   voxcli transcribe --from list.txt --out-dir out --jobs 4     re-run: resumes, retries failures
   voxcli transcribe calls/ --out-dir out --ray HEAD:6379       on a Ray cluster
+  voxcli pull moonshine-base-en && voxcli transcribe meeting.wav   the accurate tier
 """
 
 
@@ -188,11 +200,13 @@ def run_offline(path: str, model: Optional[str], json_out: bool, endpoint_ms: fl
     if json_out:
         import json
 
-        _emit_line(json.dumps({"event": "asr_stats", "mode": "offline", "audio_s": round(audio_s, 3),
+        _emit_line(json.dumps({"event": "asr_stats", "mode": "offline", "model": getattr(asr, "name", model),
+                               "audio_s": round(audio_s, 3),
                                "total_s": round(total, 3), "rtf": round(total / audio_s, 4) if audio_s else 0.0,
                                "utterances": count}))
     if not quiet:
-        err(f"{count} utterance(s), {audio_s:.1f} s of audio in {total:.1f} s (RTF {total / audio_s if audio_s else 0:.2f})")
+        err(f"{count} utterance(s), {audio_s:.1f} s of audio in {total:.1f} s "
+            f"(RTF {total / audio_s if audio_s else 0:.2f}, {getattr(asr, 'name', model)})")
 
 
 def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: str,
@@ -250,10 +264,11 @@ def run_stream(chunks: Iterator[np.ndarray], streamer, json_out: bool, source: s
         raise failure[0]
     streamer.finish()
     if json_out:
-        _emit_line(__import__("json").dumps(streamer.stats.to_dict()))
+        _emit_line(__import__("json").dumps({**streamer.stats.to_dict(), "model": getattr(streamer.model, "name", None)}))
     st = streamer.stats
     if not quiet:
-        err(f"{st.utterances} utterance(s), {st.audio_s:.1f} s of audio; worker RTF {st.rtf:.2f}, "
+        err(f"{st.utterances} utterance(s), {st.audio_s:.1f} s of audio ({getattr(streamer.model, 'name', 'asr')}); "
+            f"worker RTF {st.rtf:.2f}, "
             f"max lag {st.max_lag_s:.1f} s, {st.skipped} re-decode(s) skipped"
             + (f", {st.dropped_s:.1f} s of audio dropped (the worker fell behind)" if st.dropped_s else ""))
 
@@ -306,7 +321,7 @@ def transcribe(
     files = files or []
     if out_dir is not None or from_list is not None or len(files) > 1 or any(os.path.isdir(f) for f in files):
         cfg = command_config()
-        run_corpus(files, from_list, out_dir, BatchArgs(fmt or "txt", resolve("asr.model", model, config=cfg),
+        run_corpus(files, from_list, out_dir, BatchArgs(fmt or "txt", resolve("asr.model", model, config=cfg) or _default_asr(),
                                                         int(resolve("asr.endpoint_ms", endpoint_ms, config=cfg)),
                                                         jobs, ray, ship_audio, force), json_out, quiet)
         return

@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from voxcli.asr.models import default_asr
+
 SR = 16000
 
 
@@ -69,7 +71,7 @@ _LOADED: dict[WorkerSpec, Any] = {}
 
 def model_name(spec: WorkerSpec) -> str:
     """The name recorded in the manifest (resolved the way the loaders resolve it)."""
-    return spec.model or ("moonshine-tiny-en" if spec.kind == "asr" else "default-voice")
+    return spec.model or (default_asr() if spec.kind == "asr" else "default-voice")
 
 
 def check_model(spec: WorkerSpec) -> None:
@@ -77,7 +79,7 @@ def check_model(spec: WorkerSpec) -> None:
     not N worker processes dying in their initializers and every file failing."""
     from voxcli.hub.resolve import resolve_model
 
-    name = spec.model or ("moonshine-tiny-en" if spec.kind == "asr" else None)
+    name = spec.model or (default_asr() if spec.kind == "asr" else None)
     resolve_model(name, kind=spec.kind, offline=spec.offline)
 
 

@@ -1,0 +1,68 @@
+"""Issue 16: the default recognizer is the accurate tier where this machine was measured to run it live.
+
+The tier record is the one `voxcli doctor --measure` and `voxcli pull moonshine-base-en` write (each
+test has its own empty data dir, so nothing of the developer's machine leaks in). `_plant` writes a
+record with a chosen RTF to test the policy; the pull test measures for real.
+"""
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from tests.whisper.conftest import installed
+from tests.whisper.test_live_tier import _plant
+from voxcli.asr import live_tier
+from voxcli.asr.models import ACCURATE_ASR, DEFAULT_ASR, default_asr
+from voxcli.cli.app import app
+
+runner = CliRunner()
+
+
+def test_unmeasured_the_default_is_the_fast_tier(real_cache):
+    installed(ACCURATE_ASR)  # installed but never timed here: no reason to believe it keeps real time
+    assert default_asr() == DEFAULT_ASR == "moonshine-tiny-en"
+
+
+def test_measured_live_the_accurate_tier_is_the_default(real_cache):
+    _plant(ACCURATE_ASR, 0.3)
+    assert default_asr() == ACCURATE_ASR
+    _plant(ACCURATE_ASR, 0.7)  # "tight": real time only on an idle CPU
+    assert default_asr() == DEFAULT_ASR
+
+
+def test_a_record_of_another_machine_or_a_removed_model_does_not_count(real_cache, monkeypatch):
+    _plant(ACCURATE_ASR, 0.3, machine="Some Other CPU x64")
+    assert default_asr() == DEFAULT_ASR
+    _plant(ACCURATE_ASR, 0.3)
+    monkeypatch.setattr(live_tier, "installed_asr", lambda only=None: [])  # as after `voxcli rm moonshine-base-en`
+    assert default_asr() == DEFAULT_ASR
+
+
+def test_transcribe_without_a_model_runs_the_measured_default_and_config_wins(real_cache, speech_samples,
+                                                                           monkeypatch):
+    _plant(ACCURATE_ASR, 0.3)
+    audio = str(speech_samples["beckett"])
+    r = runner.invoke(app, ["transcribe", audio, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    models = {json.loads(x).get("model") for x in r.stdout.splitlines() if x.strip()} - {None}
+    assert models == {ACCURATE_ASR}
+    monkeypatch.setenv("VOXCLI_ASR_MODEL", DEFAULT_ASR)
+    r = runner.invoke(app, ["transcribe", audio, "--json"], catch_exceptions=False)
+    models = {json.loads(x).get("model") for x in r.stdout.splitlines() if x.strip()} - {None}
+    assert r.exit_code == 0 and models == {DEFAULT_ASR}
+
+
+def test_pull_times_the_accurate_tier_once_and_the_default_follows(real_cache):
+    installed(ACCURATE_ASR)
+    skipped = runner.invoke(app, ["pull", ACCURATE_ASR, "--json", "--no-measure"], catch_exceptions=False)
+    assert skipped.exit_code == 0 and '"measured"' not in skipped.stdout and default_asr() == DEFAULT_ASR
+    r = runner.invoke(app, ["pull", ACCURATE_ASR, "--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.stderr
+    events = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    (measured,) = [e for e in events if e["event"] == "measured"]
+    assert measured["name"] == ACCURATE_ASR and measured["worker_rtf"] > 0
+    assert measured["tier"] == live_tier.tier_of(measured["worker_rtf"])  # live or not: the load decides
+    assert measured["default_asr"] == default_asr() == (ACCURATE_ASR if measured["tier"] == "live" else DEFAULT_ASR)
+    again = runner.invoke(app, ["pull", ACCURATE_ASR, "--json"], catch_exceptions=False)
+    assert again.exit_code == 0 and '"measured"' not in again.stdout  # timed once per machine and model files
