@@ -44,7 +44,8 @@ Work = Callable[[threading.Event], "tuple[float, float]"]
 
 
 def _models(threads: int | None, budget: str | None = None):
-    from voxcli.asr.models import load_asr
+    from voxcli.asr.models import chat_asr, load_asr
+    from voxcli.config import resolve
     from voxcli.chat.models import thread_budget
     from voxcli.llm.local import LocalLLMConfig, load_local_llm
     from voxcli.tts.streamer import load_voice
@@ -55,7 +56,7 @@ def _models(threads: int | None, budget: str | None = None):
 
         tts, asr_n, llm_n = (int(x) for x in budget.split(","))
         b = ThreadBudget(tts=tts, asr=asr_n, llm=llm_n)
-    asr, vad = load_asr(threads=threads or b.asr)
+    asr, vad = load_asr(chat_asr(resolve("asr.model")), threads=threads or b.asr)  # chat's recognizer (the fast tier unless configured)
     llm = load_local_llm(config=LocalLLMConfig(threads=threads or b.llm, max_new_tokens=64)).engine
     voice = load_voice(threads=threads or b.tts)
     return asr, vad, llm, voice

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Literal
 
@@ -254,10 +254,15 @@ def check_asr_tier(measure: bool = False) -> CheckResult:
     from voxcli.asr.models import default_asr
     from voxcli.config import resolve
 
-    # Unset means the default model, the one most users run live: it must be judged too.
+    # Unset means the default model, the one most users run live: it must be judged too. The default follows
+    # the figures (asr.models.default_asr), so with --measure it is judged after the new measurement.
     configured = resolve("asr.model")
-    r = report(measure=measure, configured=configured or default_asr())
-    default = configured or default_asr()  # after a measurement the default may have changed
+    r = report(measure=measure, configured=configured)
+    default = configured or default_asr()
+    if not configured:  # judge the default on the figures just taken (the cache only: cheap)
+        judged = report(configured=default)
+        if judged.fix:
+            r = replace(r, status=judged.status, fix=judged.fix)
     summary = f"{r.summary}; transcribe runs {default}" + (" (asr.model)" if configured else " by default")
     return CheckResult("asr-tier", r.status, summary, r.fix, {**r.details, "default_asr": default})
 

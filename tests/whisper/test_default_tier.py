@@ -66,3 +66,26 @@ def test_pull_times_the_accurate_tier_once_and_the_default_follows(real_cache):
     assert measured["default_asr"] == default_asr() == (ACCURATE_ASR if measured["tier"] == "live" else DEFAULT_ASR)
     again = runner.invoke(app, ["pull", ACCURATE_ASR, "--json"], catch_exceptions=False)
     assert again.exit_code == 0 and '"measured"' not in again.stdout  # timed once per machine and model files
+    retimed = runner.invoke(app, ["pull", ACCURATE_ASR, "--json", "--measure"], catch_exceptions=False)
+    assert retimed.exit_code == 0 and '"measured"' in retimed.stdout  # asked for: timed again, no download
+
+
+def test_chat_and_its_ledger_keep_the_fast_tier_unless_configured(real_cache):
+    from voxcli.asr.models import chat_asr
+
+    _plant(ACCURATE_ASR, 0.3)
+    assert default_asr() == ACCURATE_ASR
+    assert chat_asr() == chat_asr(None) == DEFAULT_ASR and chat_asr(ACCURATE_ASR) == ACCURATE_ASR
+
+
+def test_a_batch_names_the_default_once_in_the_driver(real_cache, speech_samples, tmp_path):
+    """The library's batch (not only the CLI) resolves the default before any worker starts, so a Ray node
+    with another record, or none, runs the model the manifest names."""
+    import voxcli
+
+    _plant(ACCURATE_ASR, 0.3)
+    out = tmp_path / "out"
+    results = list(voxcli.transcribe_many([str(speech_samples["beckett"])], out, jobs=1))
+    assert [r.status for r in results] == ["done"]
+    manifest = json.loads(next(out.glob("*manifest*")).read_text())
+    assert ACCURATE_ASR in json.dumps(manifest) and DEFAULT_ASR not in json.dumps(manifest)

@@ -131,6 +131,7 @@ def measure_model(bundle: Any, audio: Any, *, step_ms: int | None = None) -> Mea
     from voxcli.runtimes.silero_vad import SileroVAD
 
     engine = load_engine(bundle)  # step_ms None: the model's own step (catalog `step_ms`), as chat streams it
+    engine.transcribe(audio[:32000])  # warm-up: a fresh session's first runs size its arena, not the model's speed
     s = ASRStreamer(engine, SileroVAD.resolve(offline=True), step_ms=step_ms, lockstep=True)
     for i in range(0, audio.size, 1600):
         s.send(audio[i:i + 1600])
@@ -231,7 +232,9 @@ def report(measure: bool = False, configured: str | None = None, only: Sequence[
     summary = "; ".join(parts)
     slow = next((m for b, m in measured if b.name == configured and m.tier != "live"), None)
     if slow is not None:
-        alt = best[0].name if best else "moonshine-tiny-en"
+        from voxcli.asr.models import DEFAULT_ASR
+
+        alt = best[0].name if best else DEFAULT_ASR
         fix = (f"asr.model {configured} needs RTF {slow.worker_rtf:.2f} here (live wants <= {LIVE_RTF}): "
                f"`transcribe --live` may fall behind; use --model {alt} live, or "
                f"`voxcli config set asr.model {alt}`")

@@ -9,6 +9,7 @@ path has no entry, so its files decide (`model.bin` -> CTranslate2 Whisper,
 """
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Final
 
 from voxcli.errors import UsageError
@@ -87,6 +88,12 @@ def load_asr(model: str | None = None, *, offline: bool | None = None,
     return load_engine(bundle, threads=threads), SileroVAD.resolve(offline=offline)
 
 
+def chat_asr(configured: str | None = None) -> str:
+    """The recognizer `voxcli chat` runs, and so what the ledger and the chat benchmarks measure: the one
+    configured, else the fast tier (the turn's budget, issue 13, shares 2 cores with the LLM and the voice)."""
+    return configured or DEFAULT_ASR
+
+
 def default_asr() -> str:
     """The recognizer used when none is named: the accurate tier where this machine runs it live, else the fast one.
 
@@ -99,10 +106,15 @@ def default_asr() -> str:
     a lookup in the cached record, a few milliseconds. `asr.model` or
     `--model` always win over this.
     """
-    from voxcli.asr.live_tier import measurements
+    from voxcli.asr import live_tier
 
     try:
-        rows, _ = measurements(False, [ACCURATE_ASR])
-    except Exception:  # noqa: BLE001 - an unreadable catalog or record must not stop the fast tier
+        machine = live_tier.machine_id()
+        if not any(m.model == ACCURATE_ASR and m.machine == machine and m.tier == "live"
+                   for m in live_tier.load_cached().values()):
+            return DEFAULT_ASR  # the common case: no catalog parsed, no model directory looked at
+        rows, _ = live_tier.measurements(False, [ACCURATE_ASR])
+    except Exception as e:  # noqa: BLE001 - an unreadable catalog or record must not stop the fast tier
+        logging.getLogger("voxcli").debug("default_asr: the fast tier (%s: %s)", type(e).__name__, e)
         return DEFAULT_ASR
     return ACCURATE_ASR if any(m is not None and m.tier == "live" for _b, m, _now in rows) else DEFAULT_ASR

@@ -148,15 +148,16 @@ def decode_grid(transcribe: Callable[[Any], list[str]], audio: Any, grid_ms: flo
 def measure_hypotheses(grid_ms: float, max_s: float | None = None, offline: bool | None = None,
                        model: str | None = None) -> tuple[list[tuple[float, list[str]]], dict[str, Any]]:
     """The recognizer's hypotheses over beckett.wav (real speech), and what was run."""
-    from voxcli.asr.models import load_asr
+    from voxcli.asr.models import chat_asr, load_asr
     from voxcli.bench.ledger_overlap import _speech
 
-    asr, _vad = load_asr(model, offline=offline)
+    asr, _vad = load_asr(chat_asr(model), offline=offline)  # the frontier is chat's: its recognizer
     audio = _speech(offline)
     if max_s is not None:
         audio = audio[: int(max_s * 16000)]
     t = time.perf_counter()
     hyps = decode_grid(lambda a: [w.text for w in asr.transcribe(a)], audio, grid_ms)
-    info = {"audio": "beckett.wav", "audio_s": round(len(audio) / 16000, 2), "grid_ms": grid_ms,
+    info = {"model": getattr(asr, "name", ""), "audio": "beckett.wav", "audio_s": round(len(audio) / 16000, 2),
+            "grid_ms": grid_ms,
             "decodes": len(hyps), "decode_s": round(time.perf_counter() - t, 2)}
     return hyps, info

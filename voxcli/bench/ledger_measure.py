@@ -74,8 +74,10 @@ def measure_asr(knobs: Any, offline: bool | None = None) -> dict[str, Measuremen
         return None
     from voxcli.bench.ledger_overlap import measure_overlap
 
+    from voxcli.config import resolve
+
     o = measure_overlap(hold_ms=knobs.endpoint_ms, agreement=knobs.agreement, step_ms=int(knobs.chunk_ms),
-                        offline=offline, streamer_options={"hold_from": HOLD_FROM,
+                        offline=offline, model=resolve("asr.model"), streamer_options={"hold_from": HOLD_FROM,
                                                            "tail_from_speech": HOLD_FROM == "speech"})
     data = o.to_dict()
     how = (f"{len(o.runs)} real-time runs of the streamer, hold {o.hold_ms:.0f} ms, "

@@ -52,6 +52,8 @@ class Overlap:
     """The engine decoded during the hold (a SpeculativeFinal was confirmed)."""
     runs: list[float]
     """final_ms of each run."""
+    model: str = ""
+    """The recognizer measured: chat's (`asr.models.chat_asr`), the one the turn runs."""
 
     @property
     def hold_start_ms(self) -> float:
@@ -176,18 +178,20 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def measure_overlap(*, hold_ms: float, agreement: int, step_ms: int, runs: int = 2, lead_s: float = 2.0,
-                    offline: bool | None = None, streamer_options: dict[str, Any] | None = None) -> Overlap:
+                    offline: bool | None = None, streamer_options: dict[str, Any] | None = None,
+                    model: str | None = None) -> Overlap:
     """Run the installed streamer `runs` times with this configuration; see the module docstring.
 
     `streamer_options`: more keyword arguments for `open_asr_streamer` (e.g. `speculative=False`).
     """
     import voxcli
+    from voxcli.asr.models import chat_asr
 
     audio = _speech(offline)
     timelines: list[dict[str, float | None]] = []
     start = end = 0
     for i in range(runs):
-        streamer = voxcli.open_asr_streamer(agreement=agreement, step_ms=step_ms, endpoint_ms=hold_ms,
+        streamer = voxcli.open_asr_streamer(chat_asr(model), agreement=agreement, step_ms=step_ms, endpoint_ms=hold_ms,
                                             offline=offline, **(streamer_options or {}))
         if i == 0:
             start, end = _last_utterance(streamer.vad, audio)
@@ -200,4 +204,4 @@ def measure_overlap(*, hold_ms: float, agreement: int, step_ms: int, runs: int =
     speculative = confirmed is not None and ready is not None
     return Overlap(hold_ms, tail, confirmed if speculative else max(0.0, final - tail),
                    ready if speculative else final, final, speculative,
-                   [float(t["final"]) for t in timelines])  # type: ignore[arg-type]
+                   [float(t["final"]) for t in timelines], getattr(streamer.model, "name", ""))  # type: ignore[arg-type]

@@ -140,7 +140,7 @@ def open_chat_models(
     first_token_timeout, ...).
     """
     from voxcli.asr.endpointer import VADConfig
-    from voxcli.asr.models import DEFAULT_ASR, load_asr
+    from voxcli.asr.models import chat_asr, load_asr
     from voxcli.asr.streamer import ASRStreamer
     from voxcli.chat.shared_vad import SharedVAD
     from voxcli.llm import LOCAL, open_llm
@@ -157,9 +157,7 @@ def open_chat_models(
         llm_options["threads"] = budget.llm
     llm = open_llm(url, llm_model, offline=offline, **llm_options)
     voice_obj = load_voice(voice, offline=offline, threads=budget.tts)
-    # Unset: the fast tier, not `default_asr()`: the turn's latency budget (issue 13) shares 2 cores with the
-    # LLM and the voice and was measured on it; the accurate tier is `--model moonshine-base-en`.
-    engine, scorer = load_asr(asr_model or DEFAULT_ASR, offline=offline, threads=budget.asr)
+    engine, scorer = load_asr(chat_asr(asr_model), offline=offline, threads=budget.asr)  # unset: the fast tier
     vad = SharedVAD(scorer)  # one Silero pass per frame: the streamer's, shared with the agent
     detector = None
     if endpoint == "semantic":

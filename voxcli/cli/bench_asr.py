@@ -72,7 +72,7 @@ def bench_asr(
     endpoint_ms: EndpointMsOpt = None,
     models: Annotated[Optional[list[str]], typer.Option(
         "--model", "-m", help="ASR model; repeat to compare models side by side on the same files "
-        "(default: config asr.model, else the catalog's).", autocompletion=complete_asr_model,
+        "(default: config asr.model, else the one `transcribe` runs: see `voxcli doctor`).", autocompletion=complete_asr_model,
         show_default=False)] = None,
     json_out: JsonOpt = False,
     quiet: QuietOpt = False,

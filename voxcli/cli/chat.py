@@ -76,7 +76,7 @@ class ChatSettings:
     voice: str | None
     """TTS voice (config tts.voice); None: the catalog's default."""
     asr_model: str | None
-    """ASR model name (config asr.model); None: the catalog's default."""
+    """ASR model name (config asr.model); None: the fast tier (`asr.models.chat_asr`)."""
     endpoint_ms: float
     """Silence that ends the user's turn (config asr.endpoint_ms)."""
     endpoint: str

@@ -325,6 +325,7 @@ def frontier(
 ) -> None:
     """Latency vs flicker per agreement n (the `voxcli ledger frontier` command)."""
     from voxcli.bench.ledger_frontier import frontier as sweep, measure_hypotheses
+    from voxcli.config import resolve
 
     cs = _numbers(chunks, "--chunks", float)
     ns = _numbers(agreements, "--agreements", int)
@@ -333,7 +334,8 @@ def frontier(
         raise UsageError(f"--chunks must be multiples of --grid-ms {grid_ms:g}, got {', '.join(f'{c:g}' for c in bad)}")
     knobs, _src, _name = _knobs(preset, {"first_chunk_words": first_chunk_words, "endpoint_ms": endpoint_ms,
                                          "network": network}, False, command_config())
-    hyps, info = measure_hypotheses(grid_ms, max_s=seconds, offline=STATE.offline or None)
+    hyps, info = measure_hypotheses(grid_ms, max_s=seconds, offline=STATE.offline or None,
+                                    model=resolve("asr.model", config=command_config()))
     points = sweep(hyps, grid_ms, cs, ns, knobs)
     if json_out:
         print(json.dumps({"knobs": knobs.to_dict(), "run": info, "points": [p.to_dict() for p in points]}, indent=2),

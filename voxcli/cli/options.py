@@ -94,10 +94,10 @@ EndpointMsOpt = Annotated[Optional[int], typer.Option(
     help="Silence that ends an utterance, in ms (default: config asr.endpoint_ms, else 500).")]
 OutputFileOpt = Annotated[Optional[Path], typer.Option(
     "--output", "-o", help="Write a .wav or .flac file (atomically) instead of playing.", show_default=False)]
-StepMsOpt = Annotated[Optional[int], typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking, ms (default: the model's own: 500, moonshine-base-en 1000).", show_default=False)]
+StepMsOpt = Annotated[Optional[int], typer.Option("--step-ms", min=100, max=5000, help="Re-decode interval while speaking, ms (default: the model's own: 500, moonshine-base-en 750).", show_default=False)]
 AgreementOpt = Annotated[Optional[int], typer.Option(
     "--agreement", min=1, max=5, show_default=False,
-    help="Hypotheses that must agree before a word is stable, LocalAgreement n (default: the model's own: 2, moonshine-base-en 3).")]
+    help="Hypotheses that must agree before a word is stable, LocalAgreement n (default: the model's own: 2, moonshine-base-en 4).")]
 SpeedOpt = Annotated[float, typer.Option(
     "--speed", min=0.0, help="Input pacing: 1 = real time, 4 = 4x, 0 = unpaced (lockstep).")]
 

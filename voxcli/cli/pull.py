@@ -79,9 +79,10 @@ def pull(
     kind: Annotated[Optional[str], typer.Option(
         "--kind", help="Kind of a URL/path model (tts, asr, vad, llm, data); guessed if omitted.")] = None,
     force: Annotated[bool, flag("--force", help="Download and install again even if present.")] = False,
-    measure: Annotated[bool, typer.Option(
-        "--measure/--no-measure", help="After pulling the accurate ASR tier (moonshine-base-en), time it on this "
-        "machine (~10-30 s, once): when it keeps real time it becomes the default recognizer.")] = True,
+    measure: Annotated[Optional[bool], typer.Option(
+        "--measure/--no-measure", show_default=False, help="After pulling the accurate ASR tier (moonshine-base-en), "
+        "time it on this machine (~10-30 s; by default once, --measure times it again): when it keeps real time it "
+        "becomes the default recognizer.")] = None,
 ) -> None:
     """Download, verify and install models (the `voxcli pull` command)."""
     from voxcli.cli.views.progress import make_progress
@@ -105,43 +106,52 @@ def pull(
         for b in bundles:
             print(json.dumps({"event": "installed", "name": b.name, "kind": b.kind, "origin": b.origin,
                               "path": str(b.path)}))
-    if measure:
-        _measure_accurate_tier([b.name for b in bundles], force=force, json_out=json_out, quiet=quiet)
+    if measure is not False:
+        _measure_accurate_tier([b.name for b in bundles], again=bool(measure or force), json_out=json_out, quiet=quiet)
 
 
-def _measure_accurate_tier(pulled: list[str], *, force: bool, json_out: bool, quiet: bool) -> None:
+def _measure_accurate_tier(pulled: list[str], *, again: bool, json_out: bool, quiet: bool) -> None:
     """Time the accurate ASR tier on this machine right after its pull, so the default can follow it.
 
     Why at pull: the pull is the moment a user expects to wait, it builds the
     int8 graphs the first `transcribe` would otherwise build (~20 s), and the
     record (`voxcli doctor` shows it) is what `asr.models.default_asr` reads.
-    Measured once per machine and model files; `--force` measures again.
+    Measured once per machine and model files; `--measure` (or `--force`) measures again. The model is
+    installed whatever happens here: a timing that fails is one line, and the fast tier stays the default.
     """
     from voxcli.asr.live_tier import measurements
     from voxcli.asr.models import ACCURATE_ASR, DEFAULT_ASR, default_asr
+    from voxcli.config import resolve
+    from voxcli.errors import VoxError
 
     if ACCURATE_ASR not in pulled:
         return
-    if not force and any(m is not None for _b, m, _n in measurements(False, [ACCURATE_ASR])[0]):
+    if not again and any(m is not None for _b, m, _n in measurements(False, [ACCURATE_ASR])[0]):
         return  # measured here before: nothing changed
     if not quiet and not json_out:
-        err(f"timing {ACCURATE_ASR} on this machine (once, ~10-30 s; --no-measure skips it) ...")
-    rows, errors = measurements(True, [ACCURATE_ASR])
+        err(f"timing {ACCURATE_ASR} on this machine (~10-30 s; --no-measure skips it) ...")
+    try:
+        rows, errors = measurements(True, [ACCURATE_ASR])
+    except (VoxError, OSError, ImportError) as e:  # the voice that reads the script, an unwritable data dir
+        rows, errors = [], [f"{type(e).__name__}: {e}"]
     m = next((m for _b, m, _n in rows if m is not None), None)
     if m is None:
-        err(f"voxcli: could not time {ACCURATE_ASR}: {'; '.join(errors) or 'not installed'}; "
-            f"the default recognizer stays {DEFAULT_ASR}")
+        why = "; ".join(errors) or "not installed"
+        if json_out:
+            print(json.dumps({"event": "measure_failed", "name": ACCURATE_ASR, "error": why}))
+        err(f"voxcli: could not time {ACCURATE_ASR}: {why}; the default recognizer stays {DEFAULT_ASR}")
         return
-    default = default_asr()
+    default, configured = default_asr(), resolve("asr.model")
     if json_out:
         print(json.dumps({"event": "measured", "name": m.model, "worker_rtf": m.worker_rtf, "tier": m.tier,
-                          "default_asr": default}))
+                          "default_asr": default, "configured": configured}))
     elif not quiet:
-        verdict = (f"keeps real time here (worker RTF {m.worker_rtf:.2f}): it is now the default recognizer "
+        wins = f" (asr.model {configured} still wins)" if configured else ""
+        verdict = (f"keeps real time here (worker RTF {m.worker_rtf:.2f}): it is now the default recognizer{wins} "
                    f"(the fast tier: --model {DEFAULT_ASR})" if default == ACCURATE_ASR else
                    f"needs worker RTF {m.worker_rtf:.2f} here ({m.tier}; live wants <= 0.5): the default stays "
                    f"{DEFAULT_ASR}; for files: --model {ACCURATE_ASR}; on an idle machine, time it again: "
-                   f"`voxcli doctor --only asr-tier --measure`")
+                   f"`voxcli pull {ACCURATE_ASR} --measure`")
         err(f"{m.model} {verdict}")
 
 

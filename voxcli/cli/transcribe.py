@@ -26,13 +26,6 @@ from voxcli.audio.pcm import MAX_RATE, MIN_RATE
 from voxcli.cli.corpus_run import BatchArgs, ForceOpt, JobsOpt, RayOpt, ShipAudioOpt, run_corpus
 from voxcli.errors import UsageError
 
-
-def _default_asr() -> str:
-    """The recognizer a batch runs when none is named, decided once here so every worker (and Ray node) runs it."""
-    from voxcli.asr.models import default_asr
-
-    return default_asr()
-
 SR = 16000
 CHUNK_S = 0.1
 
@@ -321,7 +314,7 @@ def transcribe(
     files = files or []
     if out_dir is not None or from_list is not None or len(files) > 1 or any(os.path.isdir(f) for f in files):
         cfg = command_config()
-        run_corpus(files, from_list, out_dir, BatchArgs(fmt or "txt", resolve("asr.model", model, config=cfg) or _default_asr(),
+        run_corpus(files, from_list, out_dir, BatchArgs(fmt or "txt", resolve("asr.model", model, config=cfg),
                                                         int(resolve("asr.endpoint_ms", endpoint_ms, config=cfg)),
                                                         jobs, ray, ship_audio, force), json_out, quiet)
         return

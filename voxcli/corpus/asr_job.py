@@ -21,7 +21,7 @@ from voxcli.corpus.inputs import Source, check_unique, expand, output_rel
 from voxcli.corpus.items import Item
 from voxcli.corpus.manifest import Manifest
 from voxcli.corpus.progress import FileResult
-from voxcli.corpus.work import Outcome, WorkerSpec, model_name
+from voxcli.corpus.work import Outcome, WorkerSpec, default_asr, model_name
 from voxcli.errors import UsageError
 from voxcli.fsutil import atomic_write
 
@@ -72,7 +72,8 @@ def transcribe_events(inputs: Iterable[str], out_dir: str | Path | None = None, 
     sources = expand(inputs)
     if not sources:
         raise UsageError("no audio files in the inputs", hint="directories are searched for .wav, .flac, .ogg, .mp3 ...")
-    spec = WorkerSpec("asr", model, endpoint_ms=endpoint_ms, offline=offline)
+    # The default decided once, here: every worker process and Ray node then runs (and records) the same model.
+    spec = WorkerSpec("asr", model or default_asr(), endpoint_ms=endpoint_ms, offline=offline)
     job = TranscribeJob(sources, Path(out_dir) if out_dir is not None else None, format, spec)
     return run_batch(job, lambda: make_backend(spec, jobs, ray, ship_audio), force=force)
 
