@@ -5,6 +5,7 @@
     python benchmarks/bench_barge_in.py --compare       # interleaved with the pause on the VAD run only
     python benchmarks/bench_barge_in.py --self-turns 20 # 20 replies heard back at full level: false barge-ins
     python benchmarks/bench_barge_in.py --save DIR      # also each trial's cancelled audio as fed (offline decodes)
+    python benchmarks/bench_barge_in.py --arms onset,onset-nomask  # with/without the first word's patch, interleaved
 
 The room is a private PulseAudio null sink: the agent's reply (DeviceSpeaker,
 with the echo canceller's tap) plays into it, its monitor is the microphone
@@ -30,9 +31,12 @@ playing on in between; a pause that played on before the stop counts at the stop
 where it goes. Each row also has the capture -> `Agent.feed` lag of every block (p50, max), the
 microphone's queue and the canceller's `frames_too_late` (a capture later than the reference it keeps).
 With `--compare` every other barge-in runs as before the double-talk detector: the reply pauses
-on the VAD run only (the onset is still timed, not acted on), in one interleaved run. `--save DIR`
+on the VAD run only (the onset is still timed, not acted on), in one interleaved run. `--arms A,B,..`
+interleaves any of: `onset` (today's agent), `onset-nomask` (the same, but the masked first word
+(`voxcli.audio.echo_mask`) is computed and not given to the ASR), `run-pause` (what `--compare` adds). `--save DIR`
 keeps what the agent was fed in each trial (`trialNN.npz`: the blocks, their feed times, the user's
-first-word time, the row), so the same audio can be decoded again offline, without the live ASR's
+first-word time, the row, and the first word's patch, given to the ASR or not), so the same audio can be
+decoded again offline (with and without the patch, whichever arm ran), without the live ASR's
 scheduling: that tells a signal that lost the user's words from a decode that came out differently.
 `--self-turns N` plays N whole replies with nobody talking and counts the barge-ins (the issue's
 target: 0), the pauses (each one a false pause that played on) and the detector's onsets.
@@ -115,7 +119,18 @@ class Probe:
         self.pauses = 0
         self.onsets = 0
         self.act_on_onset = True
+        self.forward_patch = True  # arm onset-nomask: the patch is recorded, not given to the ASR
+        self.patches: list[tuple[int, int, np.ndarray]] = []  # (fed count at the call, fed sample, audio)
         near_speech = agent.near_speech
+        patch = getattr(agent.asr, "patch", None)
+
+        def patch_asr(sample: int, audio: np.ndarray) -> None:  # the capture thread (Agent.feed)
+            self.patches.append((agent._fed, sample + agent._dropped(), np.array(audio, np.float32)))
+            if self.forward_patch:
+                patch(sample, audio)
+
+        if patch is not None:
+            agent.asr.patch = patch_asr
 
         def onset() -> None:  # the canceller's callback (capture thread)
             self.onsets += 1
@@ -198,8 +213,8 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                 now = time.monotonic()
                 lags.append(now - mic.mic.block_time)
                 levels.append((now, float(np.sqrt(np.mean(b * b)))))
-                if args.save:
-                    fed.append(np.concatenate([[now], b]))
+                if args.save:  # (fed at, the agent's fed count before it, the block)
+                    fed.append(np.concatenate([[now, agent._fed], b]))
                 agent.feed(b)
 
         threading.Thread(target=listen, daemon=True).start()
@@ -214,12 +229,15 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                 wait(lambda: not agent.busy(), 30)
                 time.sleep(0.5)
             trials = args.self_turns or args.trials
+            arms = args.arms.split(",") if args.arms else ["onset", "run-pause"] if args.compare else ["onset"]
             for k in range(trials):
-                del lags[:], levels[:], fed[:]
+                del lags[:], levels[:], fed[:], probe.patches[:]
                 n0 = len(srv.records)
-                old = args.compare and k % 2 == 1
+                arm = arms[k % len(arms)]
+                old = arm == "run-pause"
                 probe.act_on_onset = not old  # the old agent paused on the VAD run only
                 agent._double_talk = not old  # and stopped on the run and a word alone
+                probe.forward_patch = arm == "onset"
                 row = self_turn(agent, probe, seen) if args.self_turns else barge_in(
                     agent, speaker, voice_of_user, user, probe, seen, BargeIn)
                 t0 = None
@@ -229,7 +247,7 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                     t0 = row.pop("t_user0")
                     loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
-                row.update(stop="run-pause" if old else "onset", load=round(os.getloadavg()[0], 2),
+                row.update(stop=arm, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
                            asr_dropped_s=round(agent.asr.stats.dropped_s, 2),  # cumulative
@@ -239,9 +257,9 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                 rows.append(row)
                 if args.save and fed:  # what the agent was fed this trial, for an offline decode
                     np.savez(Path(args.save) / f"trial{k:02d}.npz", t=np.array([b[0] for b in fed]),
-                             fed=np.concatenate([b[1:] for b in fed]).astype(np.float32),
-                             sizes=np.array([b.size - 1 for b in fed]), t_user0=np.nan if t0 is None else t0,
-                             row=json.dumps(row))
+                             fed=np.concatenate([b[2:] for b in fed]).astype(np.float32),
+                             sizes=np.array([b.size - 2 for b in fed]), t_user0=np.nan if t0 is None else t0,
+                             row=json.dumps(row), **patch_arrays(probe.patches, int(fed[0][1])))
                 wait(lambda: not agent.busy(), 30)
                 time.sleep(0.5)
         finally:
@@ -251,6 +269,15 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
             speaker.close()
             models.llm.close()
     return rows
+
+
+def patch_arrays(patches: list[tuple[int, int, np.ndarray]], fed0: int) -> dict[str, Any]:
+    """This trial's first patch in its saved samples (the first saved one was fed sample `fed0`): the
+    samples fed when it was sent, where it goes, its audio."""
+    if not patches:
+        return {}
+    at, sample, audio = patches[0]
+    return {"patch_at": at - fed0, "patch_sample": sample - fed0, "patch_audio": audio}
 
 
 def heard_turn(srv: Any, n0: int, k: int) -> str | None:
@@ -331,7 +358,7 @@ def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
     for r in rows:
         if "baseline_no_echo" in r:
             print(f"the same speech with no reply: WER {r['user_wer']} [{r['baseline_no_echo']}] (load {r['load']})")
-    for kind in ("onset", "run-pause"):
+    for kind in dict.fromkeys(r["stop"] for r in rows if "stop" in r):
         ok = [r for r in rows if r.get("stop") == kind and "latency_ms" in r]
         if not ok:
             continue
@@ -355,6 +382,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--compare", action="store_true", help="interleave the old pause (on the VAD run only)")
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
+    ap.add_argument("--arms", default=None, help="interleave these: onset, onset-nomask, run-pause (comma-separated)")
     ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")
     args = ap.parse_args()
     module = load_sink()

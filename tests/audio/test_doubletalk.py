@@ -53,6 +53,12 @@ def sink_mic(far: np.ndarray, rate: int, n: int, delay_s: float = 0.002) -> np.n
     return np.pad(ref, (d, max(0, n - d - ref.size)))[:n].astype(np.float32)
 
 
+def echo_mic(path: str, far: np.ndarray, rate: int) -> np.ndarray:
+    """The microphone hearing only the reply, through the "room" or the "sink" echo path."""
+    n = int(far.size / rate * SR)
+    return room_mic(far, rate, n) if path == "room" else sink_mic(far, rate, n)
+
+
 def with_user(mic: np.ndarray, user: np.ndarray, echo_like: np.ndarray) -> tuple[np.ndarray, float]:
     """The user (as loud as the echo) from `USER_AT_S` on; and when their first word starts, in s."""
     near = user * (rms(echo_like[echo_like != 0]) / rms(user))
@@ -72,8 +78,7 @@ def test_the_echo_alone_is_never_an_onset(reply) -> None:
 @pytest.mark.parametrize("path", ["room", "sink"])
 def test_the_user_over_the_reply_is_an_onset_within_300_ms_of_audio(reply, user, path) -> None:
     far, rate = reply
-    n = int(far.size / rate * SR)
-    mic = room_mic(far, rate, n) if path == "room" else sink_mic(far, rate, n)
+    mic = echo_mic(path, far, rate)
     talk, start = with_user(mic, user, mic)
     told = onsets(far, rate, talk)
     assert told, "no onset while the user talked over the reply"

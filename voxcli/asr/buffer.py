@@ -2,30 +2,86 @@
 
 The worker decodes spans of it ([utterance start, now)), drops what no
 utterance can need any more, and, when an utterance outgrows the bound,
-looks for the quietest frame to cut at.
+looks for the quietest frame to cut at. A caller that has since corrected
+audio it sent (chat: the first word an echo canceller suppressed) patches
+it back (`patch`).
 """
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 
-from voxcli.asr.endpointer import FRAME, SAMPLE_RATE as SR
+from voxcli.asr.endpointer import FRAME, SAMPLE_RATE as SR, VADConfig
+from voxcli.errors import UsageError
+
+PATCH_JOIN_S: Final = 0.5
+"""A patched span joins an utterance whose first speech frame comes this soon after it (`PatchedSpeech`)."""
 
 
 class WorkerBuffer:
     """`audio` starts at absolute sample `start`; `probs[i]` scores frame `first_frame + i`."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_buffer_s: float = 20.0) -> None:
+        self.max_span = int(max_buffer_s * SR)
+        """Longest utterance kept before its head is cut (`ASRStreamer`'s bounded buffer)."""
+        if self.max_span < 4 * SR:
+            raise UsageError("max buffer must be at least 4 s")
         self.audio = np.zeros(0, dtype=np.float32)
         self.start = 0
         self.probs: list[float] = []  # VAD score per frame, frame k = samples [512k, 512k+512)
+        self.floor = 0  # audio before this belongs to a committed utterance: no patch reaches it
+        self.patched = PatchedSpeech(int(PATCH_JOIN_S * SR))
 
     @property
     def end(self) -> int:
         """Absolute sample after the last one kept."""
         return self.start + self.audio.size
 
-    def append(self, chunk: np.ndarray) -> None:
+    def append(self, chunk: np.ndarray) -> np.ndarray:
+        """Keep `chunk` (NaN/inf as silence: they would poison the VAD state and the encoder; clipped to [-1, 1])."""
+        bad = ~np.isfinite(chunk)
+        if bad.any():
+            chunk = np.where(bad, 0.0, chunk).astype(np.float32)
+        chunk = np.clip(chunk, -1.0, 1.0)
         self.audio = np.concatenate([self.audio, chunk])
+        return chunk
+
+    def commit(self, end: int, frames_scored: int) -> None:
+        """An utterance (or a cut's head) up to `end` is committed: forget it; no patch reaches it."""
+        self.floor = max(self.floor, end)
+        self.drop_before(end, frames_scored)
+
+    def trim_idle(self, vad: VADConfig, candidate: int | None, frames_scored: int) -> None:
+        """Between utterances keep only the pre-roll (`pad_ms`, plus a frame of slack), the audio of a
+        not-yet-confirmed speech start (`candidate`; told `min_speech_ms` after it) and a patched span
+        an utterance may still join."""
+        keep = self.end - vad.pad_samples - FRAME - (0 if candidate is None else max(0, self.end - candidate))
+        self.drop_before(self.patched.keep_from(keep, self.end, vad.frames(vad.min_speech_ms) * FRAME), frames_scored)
+
+    def patch(self, sample: int, audio: np.ndarray) -> tuple[int, int] | None:
+        """Replace [sample, sample + audio.size) with `audio` where it is kept, or was dropped after `floor`.
+
+        What was dropped (between utterances only the pre-roll is kept) comes back from the patch
+        when it joins the kept audio, so a patch can reach before the buffer's start, never before
+        `floor` (audio of a committed utterance) nor past the end (not taken yet). Returns the
+        span now patched (also `patched.span`), or None when nothing of it could be.
+        """
+        lo, hi = max(sample, self.floor), min(sample + audio.size, self.end)
+        if hi <= lo or hi < self.start:
+            return None
+        a = np.clip(np.nan_to_num(np.asarray(audio, np.float32)[lo - sample : hi - sample]), -1.0, 1.0)
+        if lo < self.start:
+            self.audio = np.concatenate([a[: self.start - lo], self.audio])
+            self.start = lo
+        self.audio[lo - self.start : hi - self.start] = a
+        self.patched.span = (lo, hi)
+        return lo, hi
+
+    def utterance_start(self, start: int, first_speech: int) -> int:
+        """Where an utterance starts: at `start` (at the kept audio's start at the earliest), or earlier
+        at a patched span it joins (`PatchedSpeech`)."""
+        return self.patched.start(max(self.start, start), first_speech, max(self.floor, self.start))
 
     def span(self, start: int, end: int) -> np.ndarray:
         """The samples [start, end) (absolute)."""
@@ -41,9 +97,11 @@ class WorkerBuffer:
         if drop > 0:
             del self.probs[:drop]
 
-    def cut_point(self, start: int, stable_frac: float, frames_scored: int) -> int:
+    def cut_point(self, start: int, stable: int, volatile: int, frames_scored: int) -> int:
         """Where to cut an utterance [start, end) that outgrew the bound: the quietest frame of its
-        stable part (`stable_frac` of the span, from 2 s in), or of its middle when little is stable."""
+        stable part (the share of `stable` words in the hypothesis, from 2 s in), or of its middle
+        when little is stable."""
+        stable_frac = stable / (stable + volatile) if stable + volatile else 0.0
         end = self.end
         span = end - start
         lo, hi = start + 2 * SR, start + int(span * stable_frac)
@@ -62,3 +120,32 @@ class WorkerBuffer:
         window = smooth[k0 - first : k1 - first]
         k = k0 + (len(window) - 1 - int(np.argmin(window[::-1])))
         return k * FRAME + FRAME // 2
+
+
+class PatchedSpeech:
+    """A patched span joins the utterance that starts within `join` samples after it.
+
+    Why: the patch is the caller's word that the span holds speech the VAD could not score (it
+    scored the audio as first sent: chat's echo canceller had suppressed the user's first word).
+    The utterance the VAD starts once the user shows then begins at the patch, not a pad before
+    its own first speech frame, and the buffer keeps the span until then (`keep_from`).
+    """
+
+    def __init__(self, join: int) -> None:
+        self.join = join
+        self.span: tuple[int, int] | None = None
+
+    def keep_from(self, sample: int, now: int, latest_start: int) -> int:
+        """Where the buffer may be cut between utterances: not after a span an utterance may still join.
+
+        `latest_start`: how far past its first speech frame an utterance's start is told (min speech)."""
+        if self.span is not None and now > self.span[1] + self.join + latest_start:
+            self.span = None  # no utterance started in time: the span was no speech after all
+        return sample if self.span is None else min(sample, self.span[0])
+
+    def start(self, start: int, first_speech: int, floor: int) -> int:
+        """The start of an utterance whose first speech frame is `first_speech` (its own start: `start`)."""
+        span, self.span = self.span, None
+        if span is None or not span[0] < start or first_speech > span[1] + self.join:
+            return start
+        return max(span[0], floor)

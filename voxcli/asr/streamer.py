@@ -23,6 +23,7 @@ Two rules keep it real time over hours:
 Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consumed at the worker's
 speed, bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST
 waiting audio past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard.
+`patch(sample, a)`: audio sent earlier, corrected since (the next decode sees it; `asr/buffer.py`).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ import numpy as np
 from voxcli.asr.agreement import LocalAgreement
 from voxcli.asr.buffer import WorkerBuffer
 from voxcli.asr.drafting import OnsetDraft
-from voxcli.asr.inbox import AudioInbox
+from voxcli.asr.inbox import AudioInbox, Patch
 from voxcli.asr.models import load_asr
 from voxcli.asr.speculation import Speculation, Speculator, Subscriber
 from voxcli.asr.stats import ASRStats
@@ -83,11 +84,8 @@ class ASRStreamer:
         if (step_ms := step_ms or getattr(model, "step_ms", None) or DEFAULT_STEP_MS) < 100:  # None: the model's
             raise UsageError("--step-ms must be at least 100")
         self.model, self.vad = model, vad
-        self.vad_config = vad_config or VADConfig()
+        self.vad_config, self._b = vad_config or VADConfig(), WorkerBuffer(max_buffer_s)  # checks max_buffer_s
         self.step = int(step_ms * SAMPLE_RATE / 1000)
-        self.max_buffer = int(max_buffer_s * SAMPLE_RATE)
-        if self.max_buffer < 4 * SAMPLE_RATE:
-            raise UsageError("max buffer must be at least 4 s")
         self.lockstep, self.speculative, self.hold_from, self.tail_from_speech = (
             lockstep, speculative, hold_from, tail_from_speech)  # tail: the final's end pad counts from the speech too
         if hold_from not in ("vad", "speech") or (hold_from == "speech" and not speculative) or (
@@ -99,9 +97,7 @@ class ASRStreamer:
         self.stats = ASRStats()
         self.utterances: list[str] = []
         self._captions: queue.Queue = queue.Queue()
-        if max_pending_s <= 0:
-            raise UsageError("max pending audio must be positive")
-        self._inbox = AudioInbox(int(max_pending_s * SAMPLE_RATE))
+        self._inbox = AudioInbox.of_seconds(max_pending_s, SAMPLE_RATE)
         self._pending_n = 0  # what the worker left waiting at its last take
         self._send_lock = threading.Lock()
         self._finished = False
@@ -109,7 +105,6 @@ class ASRStreamer:
         self._t0: float | None = None
         vad.reset()
         self._ep = Endpointer(self.vad_config)
-        self._b = WorkerBuffer()  # the audio the worker keeps, and its VAD scores
         self._utt_start: int | None = None  # absolute sample where the current utterance begins
         self._last_decode_at = 0
         self._last_caption: tuple[str, str] | None = None
@@ -138,6 +133,14 @@ class ASRStreamer:
         if dropped:
             with self._send_lock:
                 self.stats.dropped_s += dropped / SAMPLE_RATE
+
+    def patch(self, sample: int, audio: np.ndarray) -> None:
+        """Replace samples [sample, sample + len(audio)) of what was sent with `audio`, as speech.
+
+        In order with `send`; the worker replaces what it holds or can take back (`WorkerBuffer.patch`), and
+        the utterance that starts soon after (or runs with no stable word yet) begins at it (`PatchedSpeech`).
+        `sample` numbers the samples the worker took: those sent minus any dropped (`stats.dropped_s`)."""
+        self._inbox.put_patch(Patch(int(sample), np.array(audio, dtype=np.float32).reshape(-1)))  # a copy
 
     def subscribe(self, fn: Subscriber) -> None:
         """Call `fn(event)` with each `UtteranceEdge`, `SpeculativeFinal` and `SpeculationEnd` (asr/speculation.py),
@@ -183,8 +186,10 @@ class ASRStreamer:
         return time.monotonic() - (self._t0 or time.monotonic())
 
     def _take(self) -> tuple[np.ndarray | None, bool]:
-        """Up to one step of pending audio; (None, True) when input is over."""
-        chunk, self._pending_n = self._inbox.take(self.step, whole=self.lockstep)
+        """Up to one step of pending audio (patches applied on the way); (None, True) when input is over."""
+        while isinstance((got := self._inbox.take(self.step, whole=self.lockstep))[0], Patch):
+            self._patch(got[0])  # type: ignore[arg-type]
+        chunk, self._pending_n = got  # what was waiting when this step was taken, as before patches existed
         if chunk is not None and not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
             self.stats.max_lag_s = max(self.stats.max_lag_s, self._pending_n / SAMPLE_RATE)
         return chunk, chunk is None
@@ -221,12 +226,13 @@ class ASRStreamer:
 
     _buf_end = property(lambda self: self._b.end, doc="Absolute sample where the kept audio ends.")
 
+    def _patch(self, p: Patch) -> None:
+        if self._b.patch(p.sample, p.audio) and self._utt_start is not None:  # a running utterance takes it now
+            start = self._b.utterance_start(self._utt_start, self._utt_start)
+            self._utt_start = self._utt_start if self.agreement.stable else start  # its stable words stay first
+
     def _ingest(self, chunk: np.ndarray) -> None:
-        bad = ~np.isfinite(chunk)
-        if bad.any():  # NaN/inf would poison the VAD state and the encoder: treat as silence
-            chunk = np.where(bad, 0.0, chunk).astype(np.float32)
-        chunk = np.clip(chunk, -1.0, 1.0)
-        self._b.append(chunk)
+        chunk = self._b.append(chunk)
         for p in self.vad.probs(chunk):
             self._b.probs.append(float(p))
             ev = self._ep.feed(float(p))
@@ -236,7 +242,7 @@ class ASRStreamer:
                     self._speculate()
                 continue
             if ev.kind == "start" and self._utt_start is None:
-                self._utt_start = max(self._b.start, ev.sample - self.vad_config.pad_samples)
+                self._utt_start = self._b.utterance_start(ev.sample - self.vad_config.pad_samples, ev.sample)
                 self._last_decode_at = self._utt_start
                 self._spec.edge("start", self._utt_index, ev.sample, None, self._elapsed())
             elif ev.kind == "end" and self._utt_start is not None:
@@ -246,18 +252,11 @@ class ASRStreamer:
                 tail = end if self.tail_from_speech else ev.sample
                 self._finalize(min(self._buf_end, tail + self.vad_config.pad_samples, self._ep.frame_index * FRAME))
         if self._utt_start is None:
-            # Between utterances keep only the pre-roll (plus a frame of slack), and the audio of a
-            # not-yet-confirmed speech start (min_speech_ms).
-            c = self._ep.candidate_sample
-            self._drop_before(self._buf_end - self.vad_config.pad_samples - FRAME - (0 if c is None else max(
-                0, self._buf_end - c)))
-        elif self._buf_end - self._utt_start > self.max_buffer:
+            self._b.trim_idle(self.vad_config, self._ep.candidate_sample, self._ep.frame_index)
+        elif self._buf_end - self._utt_start > self._b.max_span:
             self._cut()
         span = 0 if self._utt_start is None else self._buf_end - self._utt_start
         self.stats.max_buffer_s = max(self.stats.max_buffer_s, span / SAMPLE_RATE)
-
-    def _drop_before(self, sample: int) -> None:
-        self._b.drop_before(sample, self._ep.frame_index)
 
     def _decode(self, start: int, end: int, prompt: bool = True) -> list[str]:
         # The stable words of this buffer (no punctuation) are forced as the decoder prefix: cheaper, and consistent.
@@ -352,21 +351,20 @@ class ASRStreamer:
         self._draft.reset()
         self._last_caption = None
         self._utt_start = None
-        self._drop_before(end)
+        self._b.commit(end, self._ep.frame_index)
 
     def _cut(self) -> None:
         """Bound the buffer: decode its head up to the quietest frame in the stable region, commit, drop."""
         assert self._utt_start is not None
         start, a = self._utt_start, self.agreement
-        hyp = len(a.stable) - a.frozen + len(a.volatile)
-        cut = self._b.cut_point(start, (len(a.stable) - a.frozen) / hyp if hyp else 0.0, self._ep.frame_index)
+        cut = self._b.cut_point(start, len(a.stable) - a.frozen, len(a.volatile), self._ep.frame_index)
         segment = self._decode(start, cut, prompt=False)
         self.agreement.cut(segment)
         self.stats.cuts += 1
         self._emit(False)
         self._utt_start = cut
         self._last_decode_at = max(self._last_decode_at, cut)
-        self._drop_before(cut)
+        self._b.commit(cut, self._ep.frame_index)
 
 
 def open_asr_streamer(

@@ -27,7 +27,9 @@ the device path's delay, whatever PulseAudio buffered.
 
 AEC3 hides the user while both talk, so each raw frame and its reference also
 go to a double-talk detector (`voxcli.audio.doubletalk`); its onsets reach
-`EchoCanceller.on_near_speech` (chat pauses the reply on them).
+`EchoCanceller.on_near_speech` (chat pauses the reply on them), and each
+frame's raw spectrum masked by its echo bound is kept a second
+(`voxcli.audio.echo_mask`: chat patches the user's first word back with it).
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ import numpy as np
 
 from voxcli.audio.aec_ref import Anchor, ReferenceTimeline
 from voxcli.audio.doubletalk import DoubleTalkDetector
+from voxcli.audio.echo_mask import EchoMask
 
 FAR_ACTIVE: Final = 0.01
 """Far-end peak above which a frame counts as the speaker playing (for the warm-up)."""
@@ -130,6 +133,10 @@ class EchoCanceller:
         self.frames_too_late = 0
         """Frames captured so long ago that their reference had left the timeline (`aec_ref.KEEP_S`)."""
         self.detector = DoubleTalkDetector(rate) if config.double_talk else None
+        self.mask = EchoMask(rate, self.detector.window) if self.detector is not None else None
+        """The raw microphone masked by the detector's echo bound, frame by frame (sample k = output sample k)."""
+        self.returned = 0
+        """Output samples `process` has returned (those of the call in progress not yet)."""
         self.on_near_speech: Callable[[], None] | None = None
         """Called (on the capture thread) when the detector sees the user start over the far end."""
         self._jumps = 0
@@ -174,12 +181,14 @@ class EchoCanceller:
             self.frames += 1
             i += self.frame
         self._carry = x[i:].copy()
+        self.returned += len(out) * self.frame
         return np.concatenate(out) if out else np.zeros(0, np.float32)
 
     def _detect(self, near: np.ndarray, far: np.ndarray, placed: bool) -> None:
         """Double talk on the raw frame; an onset is told only once AEC3 has converged, with a known reference."""
-        assert self.detector is not None
+        assert self.detector is not None and self.mask is not None
         onset = self.detector.update(near, far)
+        self.mask.record(self.detector.spectrum if placed else None, self.detector.band, self.detector.echo_bound)
         if not placed:
             self.detector.reset()  # the far end of this frame is unknown: its echo would look like the user
         elif onset and self._warmup <= 0 and self.on_near_speech is not None:

@@ -108,6 +108,8 @@ class DoubleTalkDetector:
         self._glitch = [0, 0]  # frames still held after a dropout in each
         self.share = 0.0
         """The last frame's share of microphone power above the echo bound (for tests and tuning)."""
+        self.spectrum = np.zeros(self.window // 2 + 1, np.complex128)
+        """The last frame's microphone spectrum (the Hann window ending with the frame; `voxcli.audio.echo_mask`)."""
         self.onsets = 0
 
     def update(self, near: np.ndarray, far: np.ndarray) -> bool:
@@ -122,7 +124,8 @@ class DoubleTalkDetector:
         self._spectra.append(pf)
         bound = np.max(self._spectra, axis=0)
         self._echo = np.maximum(bound, self._echo * self._decay)
-        pm = np.abs(np.fft.rfft(self._near * self._win))[self._band] ** 2
+        self.spectrum = np.fft.rfft(self._near * self._win)
+        pm = np.abs(self.spectrum[self._band]) ** 2
         total = float(pm.sum())
         above = pm > self._margin * self._echo
         noise = 0.0 if self._floor_bins is None else self._floor_bins
@@ -144,6 +147,16 @@ class DoubleTalkDetector:
             self.onsets += 1
             return True
         return False
+
+    @property
+    def band(self) -> np.ndarray:
+        """Which bins of `spectrum` the bound covers (`BAND_HZ`)."""
+        return self._band
+
+    @property
+    def echo_bound(self) -> np.ndarray:
+        """The last frame's echo bound on the `band` bins' power, with `MARGIN_DB`: above it is the near end's."""
+        return self._margin * self._echo
 
     def _noise(self, pm: np.ndarray) -> np.ndarray:
         """The microphone's noise floor per bin (minimum statistics), with this frame's power `pm` in it.

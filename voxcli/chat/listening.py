@@ -10,7 +10,10 @@ the speech run (hysteresis) that barge-in needs. The echo canceller's
 double-talk onsets (`voxcli.audio.doubletalk`) arrive at `near_speech` on the
 capture thread and pause the reply before that run completes; with the detector
 wired (`hear_double_talk`), a barge-in also needs one of its onsets, recent: the
-speech run and an echo word the ASR misheard are not enough.
+speech run and an echo word the ASR misheard are not enough. A pause on an onset
+also gives the ASR back the user's first word, which AEC3 lost under the reply:
+the raw microphone masked by the detector's echo bound (`voxcli.audio.echo_mask`),
+patched into the streamer's buffer (`_patch_first_word`).
 
 When an utterance starts and ends is the streamer's decision, not a second
 endpointer's: its `UtteranceEdge` events (`subscribe`) stamp each `Utterance`
@@ -30,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE
+from voxcli.audio.echo_mask import POST_S, PRE_S, TRAIL_S
 from voxcli.chat.heard import heard_text, non_echo_words
 from voxcli.chat.turn import Utterance
 from voxcli.events import BargeIn
@@ -86,6 +90,10 @@ class ListeningMixin:
     """The echo canceller's double-talk detector reports here (`hear_double_talk`): a barge-in needs its onset."""
     _near_sample: int | None = None
     """The fed sample at the detector's last onset (None: none yet)."""
+    _masking: Any = None
+    """The canceller whose `mask` rebuilds the first word after a pause on an onset (None: not done)."""
+    _mask_at: tuple[int, int] | None = None
+    """(fed sample of a pause on an onset, ASR samples dropped then): its span waits for `POST_S` of audio."""
 
     def hear_double_talk(self, canceller: Any) -> None:
         """Wire a `voxcli.audio.aec.EchoCanceller`'s double-talk onsets to `near_speech` (chat with AEC).
@@ -96,6 +104,8 @@ class ListeningMixin:
         """
         canceller.on_near_speech = self.near_speech
         self._double_talk = getattr(canceller, "detector", None) is not None
+        has_patch = getattr(getattr(self, "asr", None), "patch", None) is not None
+        self._masking = canceller if getattr(canceller, "mask", None) is not None and has_patch else None
 
     def _listen_to_shared_vad(self) -> bool:
         """Subscribe to the streamer's VAD pass when the scorer is shared; True if so."""
@@ -124,6 +134,8 @@ class ListeningMixin:
             self._fed += a.size
             self._feed_clock.record(self._fed, now)
         self.asr.send(a, block=False)  # live mic: drop-behind (counted in asr.stats.dropped_s), never stall capture
+        if self._mask_at is not None and self._fed >= self._mask_at[0] + int((POST_S + TRAIL_S) * SAMPLE_RATE):
+            self._patch_first_word()
         if not self._shared_vad:
             self._on_probs(self.vad.probs(a))
 
@@ -259,9 +271,32 @@ class ListeningMixin:
                 reply = self._reply
                 if reply is not None and not reply.barged and self._turn_running and self._paused_at is None:
                     self._pause(reply, run_seen=self._run_frames > 0, by_onset=True)
+                    c = self._masking
+                    if self._paused_at is not None and c is not None:  # the span ends with this frame
+                        self._mask_at = (self._fed + c.mask.count * c.mask.frame - c.returned, self._dropped())
         except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
             if self.error is None:
                 self.error = e
+
+    def _patch_first_word(self) -> None:
+        """Patch [pause - PRE_S, pause + POST_S) of what the ASR heard with the masked raw microphone.
+
+        Why: the onset comes up to ~0.3 s after the user's first word, which AEC3 lost under the
+        loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the pause too; the
+        mask keeps what the echo cannot explain (`voxcli.audio.echo_mask`). Called from `feed` on
+        the capture thread (that of `near_speech`), once the span's audio was fed: the patch queues
+        behind it. Not done when the ASR dropped audio since the pause (its sample numbers moved).
+        """
+        (p, dropped), self._mask_at = self._mask_at, None
+        c = self._masking
+        off = self._fed - c.returned  # fed sample of the canceller's output sample 0 (all it returned was fed)
+        lo, audio = c.mask.audio(p - int(PRE_S * SAMPLE_RATE) - off, p + int(POST_S * SAMPLE_RATE) - off)
+        if audio.size and self._dropped() == dropped:
+            self.asr.patch(lo + off - dropped, audio)
+
+    def _dropped(self) -> int:
+        """Samples the ASR's inbox dropped so far (drop-behind): its sample numbers skip them."""
+        return int(round(getattr(getattr(self.asr, "stats", None), "dropped_s", 0.0) * SAMPLE_RATE))
 
     def _pause(self, reply: Any, run_seen: bool, by_onset: bool = False) -> None:
         """Pause the reply (under the lock) where its echo cannot be what was heard, once per reply."""

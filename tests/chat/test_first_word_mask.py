@@ -1,0 +1,118 @@
+"""The user's first word under a loud reply, end to end on recorded arrays: the echo canceller
+(real AEC3, the double-talk detector, the echo mask), the agent's ears (`ListeningMixin`) and the
+real streaming ASR in lockstep.
+
+The "room" is the PulseAudio null sink's: the microphone hears exactly what was played, 2 ms later,
+plus the user (the Two Cities recording, as loud as the reply) from a chosen second; the reply stops
+playing where the agent pauses it. On the detector's onset the agent pauses the reply and, once
+`POST_S` more audio was fed, patches [pause - PRE_S, pause + POST_S) of what the ASR heard with the
+masked raw microphone (`voxcli.audio.echo_mask`, `ASRStreamer.patch`). Every position is a sample
+of the arrays and the ASR runs in lockstep, so the same input gives the same words.
+"""
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tests.audio.conftest import REPLY, SR
+from tests.chat.test_barge_in_pause import Ears, PausingSpeaker
+from tests.helpers.voices import joe_engine
+from voxcli.asr.streamer import ASRStreamer
+from voxcli.audio import aec
+from voxcli.audio.aec import AECConfig, EchoCanceller
+from voxcli.audio.aec_ref import ReferenceTimeline
+from voxcli.audio.aec_room import rms
+from voxcli.audio.echo_mask import POST_S, PRE_S
+from voxcli.audio.files import read_audio
+from voxcli.audio.pcm import resample
+from voxcli.runtimes.moonshine import MoonshineASR
+from voxcli.runtimes.silero_vad import SileroVAD
+
+pytestmark = pytest.mark.skipif(aec.unavailable() is not None, reason=str(aec.unavailable()))
+
+BLOCK = 512
+"""Capture block (32 ms)."""
+DELAY = 32
+"""The echo path: the null sink's monitor hears the output 2 ms later."""
+
+
+class Agent(Ears):
+    """The ears with a real ASR streamer fed the cancelled audio (`ListeningMixin.feed`)."""
+
+    def __init__(self, speaker: PausingSpeaker, asr: ASRStreamer) -> None:
+        super().__init__(speaker)
+        self.asr, self.vad, self._shared_vad = asr, None, True
+        self._feed_clock = SimpleNamespace(record=lambda *a: None)
+
+
+@pytest.fixture(scope="module")
+def inputs(voice_bundle, speech_samples) -> tuple[np.ndarray, np.ndarray]:
+    """The reply at 16 kHz (whole synthesis, noise scales 0); the user from just before their first word."""
+    engine = joe_engine(voice_bundle, deterministic=True)
+    reply = resample((engine.synthesize(REPLY) * 0.7).astype(np.float32), engine.sample_rate, SR).astype(np.float32)
+    two_cities = read_audio(speech_samples["two_cities"], rate=SR)[0]
+    r = np.sqrt(np.mean(two_cities[: two_cities.size // 160 * 160].reshape(-1, 160) ** 2, axis=1))
+    first = int(np.argmax(r > 0.02)) * 160  # "It was the best of times, it was the worst of times."
+    user = two_cities[first - 800 : 5 * SR]
+    return reply, (user * (rms(reply[reply != 0]) / rms(user))).astype(np.float32)
+
+
+def converse(reply: np.ndarray, user: np.ndarray, at_s: float, mask: bool, asr_bundle, vad_bundle):
+    """The user from `at_s` over the reply; returns (speaker calls, patches sent, pause sample, transcript)."""
+    n = reply.size + SR
+    u = np.zeros(n, np.float32)
+    k = int(at_s * SR)
+    u[k : k + user.size] = user[: n - k]
+    c = EchoCanceller(SR, AECConfig(), reference=ReferenceTimeline(SR, clock=lambda: 100.0))
+    asr = ASRStreamer(MoonshineASR.load(asr_bundle.path), SileroVAD.load(vad_bundle.file("silero_vad.onnx")),
+                      hold_from="speech", tail_from_speech=True, lockstep=True,
+                      max_pending_s=120.0)  # the whole input fits: nothing dropped, however slow the worker
+    threading.Thread(target=lambda: list(asr.captions), daemon=True).start()
+    ears = Agent(sp := PausingSpeaker(), asr)
+    ears.hear_double_talk(c)
+    if not mask:
+        ears._masking = None
+    patches: list[tuple[int, int]] = []
+    patch = asr.patch
+    asr.patch = lambda sample, audio: (patches.append((sample, audio.size)), patch(sample, audio))  # type: ignore
+    t0, played, tapped, paused = c.reference.t0, np.zeros(n + 2048, np.float32), 0, None
+    for start in range(0, n - BLOCK, BLOCK):
+        while tapped < start + BLOCK + 480:  # the output runs 30 ms ahead of the capture that hears it
+            block = reply[tapped : tapped + 256] if paused is None else np.zeros(0, np.float32)
+            played[tapped : tapped + 256] = np.pad(block, (0, 256 - block.size))
+            c.reference.tap(played[tapped : tapped + 256], t0 + tapped / SR, SR)
+            tapped += 256
+        mic = np.concatenate([np.zeros(DELAY, np.float32), played])[start : start + BLOCK] + u[start : start + BLOCK]
+        ears.feed(c.process(mic, t0 + start / SR))
+        if sp.calls and paused is None:
+            paused = start + BLOCK  # the onset came in this block: the reply stops playing
+    return sp.calls, patches, paused, asr.finish(timeout=300)
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(".,!?;:").lower() for w in text.split()]
+
+
+def test_the_first_word_lost_under_the_reply_is_patched_back(inputs, asr_bundle, vad_bundle) -> None:
+    reply, user = inputs
+    calls, patches, _, text = converse(reply, user, 4.0, False, asr_bundle, vad_bundle)
+    assert calls == ["pause"] and patches == []
+    assert _words(text)[:2] != ["it", "was"], text  # the premise: AEC3 lost "It" under the reply
+    calls, patches, paused, text = converse(reply, user, 4.0, True, asr_bundle, vad_bundle)
+    assert calls == ["pause"] and len(patches) == 1
+    sample, size = patches[0]
+    assert paused - BLOCK <= sample + int(PRE_S * SR) <= paused  # the span ends POST_S after the onset's frame
+    assert size == int((PRE_S + POST_S) * SR)
+    assert _words(text)[:4] == ["it", "was", "the", "best"], text
+
+
+def test_a_first_word_the_asr_heard_anyway_stays(inputs, asr_bundle, vad_bundle) -> None:
+    reply, user = inputs
+    _, _, _, plain = converse(reply, user, 3.0, False, asr_bundle, vad_bundle)
+    assert _words(plain)[:4] == ["it", "was", "the", "best"], plain  # here AEC3 kept "It"
+    calls, patches, _, masked = converse(reply, user, 3.0, True, asr_bundle, vad_bundle)
+    assert calls == ["pause"] and len(patches) == 1
+    assert _words(masked)[:4] == ["it", "was", "the", "best"], masked  # and the patch does not lose it
