@@ -21,7 +21,8 @@ from voxcli.corpus.inputs import Source, check_unique, expand, output_rel
 from voxcli.corpus.items import Item
 from voxcli.corpus.manifest import Manifest
 from voxcli.corpus.progress import FileResult
-from voxcli.corpus.work import Outcome, WorkerSpec, default_asr, model_name
+from voxcli.asr.models import default_asr
+from voxcli.corpus.work import Outcome, WorkerSpec, model_name
 from voxcli.errors import UsageError
 from voxcli.fsutil import atomic_write
 

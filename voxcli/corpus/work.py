@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from voxcli.asr.models import default_asr
+from voxcli.asr.models import DEFAULT_ASR
 
 SR = 16000
 
@@ -71,7 +71,7 @@ _LOADED: dict[WorkerSpec, Any] = {}
 
 def model_name(spec: WorkerSpec) -> str:
     """The name recorded in the manifest (resolved the way the loaders resolve it)."""
-    return spec.model or (default_asr() if spec.kind == "asr" else "default-voice")
+    return spec.model or (DEFAULT_ASR if spec.kind == "asr" else "default-voice")
 
 
 def check_model(spec: WorkerSpec) -> None:
@@ -79,7 +79,7 @@ def check_model(spec: WorkerSpec) -> None:
     not N worker processes dying in their initializers and every file failing."""
     from voxcli.hub.resolve import resolve_model
 
-    name = spec.model or (default_asr() if spec.kind == "asr" else None)
+    name = spec.model or (DEFAULT_ASR if spec.kind == "asr" else None)
     resolve_model(name, kind=spec.kind, offline=spec.offline)
 
 
@@ -89,7 +89,9 @@ def load(spec: WorkerSpec) -> Any:
         if spec.kind == "asr":
             from voxcli.asr.models import load_asr
 
-            _LOADED[spec] = load_asr(spec.model, offline=spec.offline, threads=spec.threads)
+            # Unnamed: the fast tier, never this process's own `default_asr()` (a pool process or Ray node
+            # may have another tier record); the batch's driver names the default (`asr_job.transcribe_events`).
+            _LOADED[spec] = load_asr(spec.model or DEFAULT_ASR, offline=spec.offline, threads=spec.threads)
         else:
             from voxcli.tts.streamer import load_voice
 
