@@ -37,16 +37,10 @@ def builtin_defaults() -> dict[str, Any]:
         except Exception:  # noqa: BLE001 - a broken user catalog must not break `config show`
             return None
 
-    def asr() -> str | None:
-        """The recognizer `transcribe` runs unset: the accurate tier where measured live here (asr.models)."""
-        try:
-            from voxcli.asr.models import default_asr
+    from voxcli.asr.models import default_asr  # never raises: the fast tier when anything is off
 
-            return default_asr()
-        except Exception:  # noqa: BLE001 - as above
-            return model("asr")
-
-    return {**DEFAULTS, "tts.voice": model("tts"), "asr.model": asr()}
+    # asr.model unset: the recognizer `transcribe` runs (the accurate tier where it was measured live here)
+    return {**DEFAULTS, "tts.voice": model("tts"), "asr.model": default_asr()}
 
 
 @dataclass(frozen=True)

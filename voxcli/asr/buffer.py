@@ -19,6 +19,14 @@ PATCH_JOIN_S: Final = 0.5
 """A patched span joins an utterance whose first speech frame comes this soon after it (`PatchedSpeech`)."""
 
 
+def clean(chunk: np.ndarray) -> np.ndarray:
+    """NaN/inf as silence (they would poison the VAD state and the encoder), clipped to [-1, 1]."""
+    bad = ~np.isfinite(chunk)
+    if bad.any():
+        chunk = np.where(bad, 0.0, chunk).astype(np.float32)
+    return np.clip(chunk, -1.0, 1.0)
+
+
 class WorkerBuffer:
     """`audio` starts at absolute sample `start`; `probs[i]` scores frame `first_frame + i`."""
 
@@ -39,11 +47,8 @@ class WorkerBuffer:
         return self.start + self.audio.size
 
     def append(self, chunk: np.ndarray) -> np.ndarray:
-        """Keep `chunk` (NaN/inf as silence: they would poison the VAD state and the encoder; clipped to [-1, 1])."""
-        bad = ~np.isfinite(chunk)
-        if bad.any():
-            chunk = np.where(bad, 0.0, chunk).astype(np.float32)
-        chunk = np.clip(chunk, -1.0, 1.0)
+        """Keep `chunk` (`clean`: as the VAD and the model may see it); returns it as kept."""
+        chunk = clean(chunk)
         self.audio = np.concatenate([self.audio, chunk])
         return chunk
 
@@ -70,7 +75,7 @@ class WorkerBuffer:
         lo, hi = max(sample, self.floor), min(sample + audio.size, self.end)
         if hi <= lo or hi < self.start:
             return None
-        a = np.clip(np.nan_to_num(np.asarray(audio, np.float32)[lo - sample : hi - sample]), -1.0, 1.0)
+        a = clean(np.asarray(audio, np.float32)[lo - sample : hi - sample])
         if lo < self.start:
             self.audio = np.concatenate([a[: self.start - lo], self.audio])
             self.start = lo

@@ -188,7 +188,7 @@ class EchoCanceller:
         """Double talk on the raw frame; an onset is told only once AEC3 has converged, with a known reference."""
         assert self.detector is not None and self.mask is not None
         onset = self.detector.update(near, far)
-        self.mask.record(self.detector.spectrum if placed else None, self.detector.band, self.detector.echo_bound)
+        self.mask.record(self.detector.spectrum if placed else None, self.detector.band, self.detector.above)
         if not placed:
             self.detector.reset()  # the far end of this frame is unknown: its echo would look like the user
         elif onset and self._warmup <= 0 and self.on_near_speech is not None:

@@ -110,6 +110,8 @@ class DoubleTalkDetector:
         """The last frame's share of microphone power above the echo bound (for tests and tuning)."""
         self.spectrum = np.zeros(self.window // 2 + 1, np.complex128)
         """The last frame's microphone spectrum (the Hann window ending with the frame; `voxcli.audio.echo_mask`)."""
+        self.above = np.zeros(self._echo.size, bool)
+        """Which of the last frame's `band` bins stand above the echo bound (the near end's, `MARGIN_DB`)."""
         self.onsets = 0
 
     def update(self, near: np.ndarray, far: np.ndarray) -> bool:
@@ -127,9 +129,9 @@ class DoubleTalkDetector:
         self.spectrum = np.fft.rfft(self._near * self._win)
         pm = np.abs(self.spectrum[self._band]) ** 2
         total = float(pm.sum())
-        above = pm > self._margin * self._echo
+        self.above = pm > self._margin * self._echo  # the echo bound alone (the mask's rule)
         noise = 0.0 if self._floor_bins is None else self._floor_bins
-        above &= pm > self._noise_margin * noise
+        above = self.above & (pm > self._noise_margin * noise)  # the onset's: also above the room's noise
         self._filled += n
         held = self._hold > 0 or max(self._glitch) > 0
         if not held and self._filled >= self.window:  # no zeros of the start or of a dropout in it
@@ -153,10 +155,6 @@ class DoubleTalkDetector:
         """Which bins of `spectrum` the bound covers (`BAND_HZ`)."""
         return self._band
 
-    @property
-    def echo_bound(self) -> np.ndarray:
-        """The last frame's echo bound on the `band` bins' power, with `MARGIN_DB`: above it is the near end's."""
-        return self._margin * self._echo
 
     def _noise(self, pm: np.ndarray) -> np.ndarray:
         """The microphone's noise floor per bin (minimum statistics), with this frame's power `pm` in it.

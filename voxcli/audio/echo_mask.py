@@ -50,13 +50,14 @@ class EchoMask:
         self.count = 0
         """Frames recorded (the next frame's number)."""
 
-    def record(self, spectrum: np.ndarray | None, band: np.ndarray, bound: np.ndarray) -> None:
-        """This frame's raw spectrum (None: no reference known, keep nothing) and the echo bound of its `band` bins."""
+    def record(self, spectrum: np.ndarray | None, band: np.ndarray, above: np.ndarray) -> None:
+        """This frame's raw spectrum (None: no reference known, keep nothing) and which of its `band` bins stand
+        above the echo bound (the detector's own verdict, `DoubleTalkDetector.above`)."""
         if spectrum is None:
             masked = np.zeros(self.window // 2 + 1, np.complex128)
         else:
             keep = np.zeros(spectrum.size, bool)
-            keep[band] = np.abs(spectrum[band]) ** 2 > bound
+            keep[band] = above
             masked = spectrum * keep
         self._frames.append(masked)
         self.count += 1

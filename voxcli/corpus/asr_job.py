@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from voxcli.asr.models import default_asr
 from voxcli.corpus.backends import make_backend
 from voxcli.corpus.batch import Event, results_only, run_batch
 from voxcli.corpus.formats import FORMATS, render
@@ -21,7 +22,6 @@ from voxcli.corpus.inputs import Source, check_unique, expand, output_rel
 from voxcli.corpus.items import Item
 from voxcli.corpus.manifest import Manifest
 from voxcli.corpus.progress import FileResult
-from voxcli.asr.models import default_asr
 from voxcli.corpus.work import Outcome, WorkerSpec, model_name
 from voxcli.errors import UsageError
 from voxcli.fsutil import atomic_write

@@ -159,15 +159,9 @@ class MoonshineASR:
         if draft and not tokens and self.beam == 1:
             return self._draft_generate(hidden, mask, cache, draft, budget)
         if self.beam > 1:
-            feeds0 = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([False]), **cache}
-            if mask is not None:
-                feeds0["encoder_attention_mask"] = mask
-            return self._beam_search(feeds0, tokens, budget)
+            return self._beam_search(self._feeds(ids, hidden, mask, cache, False), tokens, budget)
         for step in range(budget):
-            feeds = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([step > 0]), **cache}
-            if mask is not None:
-                feeds["encoder_attention_mask"] = mask
-            logits, *present = self.decoder.run(self._out_names, feeds)
+            logits, *present = self.decoder.run(self._out_names, self._feeds(ids, hidden, mask, cache, step > 0))
             token = first_token(logits[0, -1], self.eos_id) if not tokens else int(logits[0, -1].argmax())
             if token == self.eos_id:
                 break
@@ -183,6 +177,14 @@ class MoonshineASR:
                     cache[name] = value
         return tokens
 
+    @staticmethod
+    def _feeds(ids: np.ndarray, hidden: np.ndarray, mask: np.ndarray | None, cache: dict, cached: bool) -> dict:
+        """The decoder's inputs for one call (greedy, beam and drafted decoding alike)."""
+        feeds = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([cached]), **cache}
+        if mask is not None:
+            feeds["encoder_attention_mask"] = mask
+        return feeds
+
     def _beam_search(self, feeds0: dict, prefix: list[int], budget: int) -> list[int]:
         from voxcli.runtimes.moonshine_beam import beam_generate
 
@@ -197,10 +199,7 @@ class MoonshineASR:
         from voxcli.runtimes.moonshine_draft import draft_generate
 
         def run(ids: np.ndarray, cache: dict, cached: bool) -> tuple[np.ndarray, list[np.ndarray]]:
-            feeds = {"input_ids": ids, "encoder_hidden_states": hidden, "use_cache_branch": np.array([cached]), **cache}
-            if mask is not None:
-                feeds["encoder_attention_mask"] = mask
-            logits, *present = self.decoder.run(self._out_names, feeds)
+            logits, *present = self.decoder.run(self._out_names, self._feeds(ids, hidden, mask, cache, cached))
             return logits, present
 
         return draft_generate(run, self._cache_names, empty, self.bos_id, self.eos_id, draft, budget,
