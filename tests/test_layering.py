@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "voxcli"
 
 #: Top-level modules every layer may use: they import nothing of the layers below.
-BASE = {"errors", "events", "paths", "config", "fsutil", "__init__"}
+BASE = {"errors", "events", "paths", "config", "fsutil", "signals", "__init__"}
 
 #: layer -> the voxcli layers (besides BASE and itself) it may import.
 ALLOWED: dict[str, set[str]] = {

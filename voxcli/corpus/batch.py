@@ -6,9 +6,10 @@ are written once. A job only says what its items are, how one result is
 written (atomically) and what to do at the end (speak's metadata.csv).
 
 The order of effects per item is the consistency argument: the output file
-is moved into place first, then the manifest line is appended. Ctrl-C at
-any point leaves every "done" line backed by a complete file; an output
-without a line is re-done on the next run only if it is ours to redo.
+is moved into place first, then the manifest line is appended, with Ctrl-C
+and SIGTERM held between the two (`voxcli.signals`): every "done" line is
+backed by a complete file, and every output we wrote has its line (else the
+next run would take it for somebody else's file and keep it).
 """
 from __future__ import annotations
 
@@ -16,11 +17,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol, Union
 
 from voxcli.corpus.backends import Backend
-from voxcli.corpus.items import Item, fingerprint, quick_stat
+from voxcli.corpus.items import Fingerprint, Item, fingerprint, quick_stat
 from voxcli.corpus.manifest import Manifest, Record
 from voxcli.corpus.progress import FileResult, Progress
 from voxcli.corpus.work import Outcome, Task, WorkerSpec, model_name
 from voxcli.errors import DiskFullError, VoxError
+from voxcli.signals import signals_held
 
 Event = Union[FileResult, Progress]
 
@@ -61,9 +63,13 @@ def plan_one(item: Item, manifest: Manifest | None, model: str, force: bool) -> 
     return None
 
 
-def _record(manifest: Manifest, item: Item, r: FileResult, model: str, stats: dict[str, Any]) -> None:
+def _fingerprint(manifest: Manifest, item: Item) -> Fingerprint | None:
     known = manifest.get(item.key)
-    fp = fingerprint(item, known if known and known.get("status") == "done" else None)
+    return fingerprint(item, known if known and known.get("status") == "done" else None)
+
+
+def _record(manifest: Manifest, item: Item, r: FileResult, model: str, stats: dict[str, Any],
+            fp: Fingerprint | None) -> None:
     manifest.add(Record(key=item.key, input=item.source, status=r.status if r.status != "skipped" else "done",
                         model=model, size=fp.size if fp else 0, mtime_ns=fp.mtime_ns if fp else 0,
                         sha256=fp.sha256 if fp else "", error=r.error,
@@ -74,18 +80,21 @@ def finish_item(job: Job, manifest: Manifest | None, item: Item, out: Outcome) -
     """Write the output (if any), then the manifest line; a write error fails the item, a full disk the batch."""
     stats: dict[str, Any] = {}
     error = out.error
-    if out.ok and item.output is not None:
-        try:
-            stats = job.write(item, out)
-        except DiskFullError:
-            raise
-        except (OSError, VoxError) as e:
-            error = str(e).splitlines()[0]
-    ok = out.ok and error is None
-    r = FileResult(item.key, item.source, "done" if ok else "failed", str(item.output) if ok and item.output else None,
-                   error, out.audio_s if ok else 0.0, out.work_s, out.worker, out.result)
-    if manifest is not None:
-        _record(manifest, item, r, model_name(job.spec), stats)
+    fp = _fingerprint(manifest, item) if manifest is not None else None  # hashing waits outside the hold
+    with signals_held():  # a Ctrl-C between the output and its line would leave an output nobody recorded
+        if out.ok and item.output is not None:
+            try:
+                stats = job.write(item, out)
+            except DiskFullError:
+                raise
+            except (OSError, VoxError) as e:
+                error = str(e).splitlines()[0]
+        ok = out.ok and error is None
+        r = FileResult(item.key, item.source, "done" if ok else "failed",
+                       str(item.output) if ok and item.output else None,
+                       error, out.audio_s if ok else 0.0, out.work_s, out.worker, out.result)
+        if manifest is not None:
+            _record(manifest, item, r, model_name(job.spec), stats, fp)
     return r
 
 
