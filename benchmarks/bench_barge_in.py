@@ -181,7 +181,8 @@ def wait(cond: Any, timeout: float, step: float = 0.01) -> bool:
 def session(args: argparse.Namespace) -> list[dict[str, Any]]:
     from tests.llm.chat_completions_server import ChatServer, Script
     from voxcli.audio.aec import CancelledMic, EchoCanceller
-    from voxcli.audio.devices import MicCapture, Player
+    from voxcli.audio.devices import MicCapture
+    from voxcli.audio.player import Player
     from voxcli.audio.virtual import DeviceSpeaker
     from voxcli.chat.agent import Agent, AgentConfig
     from voxcli.chat.models import open_chat_models

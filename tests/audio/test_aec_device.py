@@ -54,7 +54,8 @@ def reply(voice_bundle) -> tuple[np.ndarray, int]:
 # blocks, which is not what this measures.
 @pytest.mark.flaky(reruns=2, reason="real-time play through PulseAudio on a shared CPU")
 def test_the_played_reply_is_cancelled_on_the_monitor(echo_sink: str, reply) -> None:
-    from voxcli.audio.devices import MicCapture, Player
+    from voxcli.audio.devices import MicCapture
+    from voxcli.audio.player import Player
 
     far, rate = reply  # 22,050 Hz out, 16 kHz in: the reference is resampled on the way
     ref = ReferenceTimeline(SR, keep_s=30.0)  # kept whole for the lag check below

@@ -47,7 +47,8 @@ def _rms(a: np.ndarray) -> float:
 
 @pytest.mark.device
 def test_tone_played_by_player_comes_back_on_the_monitor(portaudio: None, null_sink: str) -> None:
-    from voxcli.audio.devices import Player, list_devices
+    from voxcli.audio.devices import list_devices
+    from voxcli.audio.player import Player
 
     assert any(d.max_output_channels > 0 for d in list_devices())
     rec = Recorder()
@@ -69,7 +70,7 @@ def test_tone_played_by_player_comes_back_on_the_monitor(portaudio: None, null_s
 
 @pytest.mark.device
 def test_abort_silences_at_once(portaudio: None, null_sink: str) -> None:
-    from voxcli.audio.devices import Player
+    from voxcli.audio.player import Player
 
     noise = (0.3 * np.random.default_rng(0).standard_normal(22050 * 4)).astype(np.float32)
     player = Player(22050, max_buffer_s=1.0)

@@ -50,7 +50,8 @@ def test_devices_command_says_why_and_how_to_fix(no_portaudio_env: dict[str, str
 
 def test_engine_hint_is_not_specific_to_one_command(no_portaudio_env: dict[str, str]) -> None:
     code = (
-        "from voxcli.audio.devices import MicCapture, Player\n"
+        "from voxcli.audio.devices import MicCapture\n"
+        "from voxcli.audio.player import Player\n"
         "from voxcli.errors import DeviceUnavailableError\n"
         "for open_ in (lambda: Player(22050), lambda: MicCapture(16000)):\n"
         "    try:\n"

@@ -44,7 +44,8 @@ pytestmark = [pytest.mark.device, pytest.mark.slow,
 @pytest.mark.flaky(reruns=2, reason="real-time chat through PulseAudio on a shared CPU")
 def test_own_voice_does_not_barge_in_and_the_user_still_does(echo_sink, real_cache, speech_samples) -> None:  # noqa: F811
     from voxcli.audio.aec import CancelledMic, EchoCanceller
-    from voxcli.audio.devices import MicCapture, Player
+    from voxcli.audio.devices import MicCapture
+    from voxcli.audio.player import Player
     from voxcli.audio.virtual import DeviceSpeaker
     from voxcli.chat.agent import Agent, AgentConfig
     from voxcli.chat.models import open_chat_models

@@ -152,7 +152,7 @@ def test_a_barge_in_flushes_the_one_stream_and_keeps_only_words_the_device_playe
 def test_a_resampling_player_plays_again_after_a_drain(null_sink) -> None:
     """chat drains the speaker after every reply; with a device at another rate the resampler's stream
     was flushed for good there ("Input after last input" on the next reply's first write)."""
-    from voxcli.audio.devices import Player
+    from voxcli.audio.player import Player
     from voxcli.audio.pcm import StreamResampler
 
     with Player(16000, "pulse") as player:
@@ -169,7 +169,7 @@ def test_a_pause_nothing_ends_expires_and_a_write_from_before_a_flush_is_dropped
     """No VAD batch may come to end a pause (the input ended, a stuck ASR worker): the device plays on
     by itself, so `write` and `drain` cannot wait on it for good. And a write that carries the epoch of
     before a barge-in's flush does not play the cut-off reply."""
-    from voxcli.audio.devices import Player
+    from voxcli.audio.player import Player
     from voxcli.audio.virtual import DeviceSpeaker
 
     tone = (0.1 * np.sin(np.arange(8000) / 5.0)).astype(np.float32)

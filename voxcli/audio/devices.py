@@ -1,10 +1,7 @@
-"""Speaker and microphone through sounddevice (PortAudio), with bounded buffers.
+"""Devices through sounddevice (PortAudio): finding them, opening streams, the microphone.
 
-Why a callback stream and our own buffer: the audio thread must never wait on
-synthesis, and the producer must never run unboundedly ahead of the speaker.
-`Player.write()` blocks (with timeouts) while more than `max_buffer_s` is
-queued, `drain()` waits until everything has played, `close()`/`abort()` stops
-the sound at once (Ctrl-C). sounddevice is imported lazily: it raises OSError
+The speaker is `voxcli.audio.player.Player`; both open their streams here.
+sounddevice is imported lazily: it raises OSError
 at import when libportaudio is missing, which is as much "no audio device" as
 an empty device list, so both become DeviceUnavailableError with a hint.
 The hints here are neutral (the engine does not know which command runs);
@@ -13,15 +10,12 @@ The hints here are neutral (the engine does not know which command runs);
 from __future__ import annotations
 
 import queue
-import threading
-import time
-from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator
 
 import numpy as np
 
-from voxcli.audio.aec_ref import PlayHead, capture_time, playback_time
+from voxcli.audio.aec_ref import capture_time
 from voxcli.audio.pcm import StreamResampler
 from voxcli.errors import DeviceUnavailableError
 
@@ -147,194 +141,6 @@ def _device_rate(sd: Any, index: int, info: dict[str, Any], want: int, kind: str
         return want
     except Exception:  # noqa: BLE001
         return int(info["default_samplerate"])
-
-
-class Player:
-    """Plays float32 mono chunks on an output device through a bounded buffer."""
-
-    def __init__(self, sample_rate: int, device: int | str | None = None, *,
-                 max_buffer_s: float = 2.0, latency: str | float = "low",
-                 on_played: Callable[[np.ndarray, float, int], None] | None = None) -> None:
-        sd = _sd()
-        self.on_played = on_played
-        """Echo-canceller tap: (samples at device_rate, monotonic time they are heard, device_rate) per callback."""
-        index, info = _pick(device, "output")
-        self.device_name = str(info["name"])
-        self.sample_rate = sample_rate
-        self.device_rate = _device_rate(sd, index, info, sample_rate, "output")
-        self._resampler = StreamResampler(sample_rate, self.device_rate) if self.device_rate != sample_rate else None
-        self._max = int(max_buffer_s * self.device_rate)
-        self._buf: deque[np.ndarray] = deque()
-        self._offset = 0  # samples of _buf[0] already played
-        self._queued = 0  # samples in _buf not yet played
-        self._cond = threading.Condition()
-        self._closed = False
-        self.underflows = 0
-        self.played_samples = 0
-        """Device-rate samples handed to PortAudio (heard an output latency later: `heard()`)."""
-        self.epoch = 0
-        """Bumped by `flush()`: a write that began before it is dropped."""
-        self._accepted = 0  # play-head index (at sample_rate) of the next sample written
-        self._paused = False  # `pause()`: the callback plays silence, the queue waits
-        self._pause_until: float | None = None  # monotonic time a pause expires by itself (None: never)
-        self._tail_due = False  # the resampler holds input that `drain` must flush out
-        self._head = PlayHead(self.device_rate)
-        self._latency = 0.0  # the stream's output latency, read once it is open (0 during its first callbacks)
-        self._stream = _start(sd.OutputStream, f"audio output {self.device_name!r}", samplerate=self.device_rate,
-                              device=index, latency=latency, callback=self._callback)
-        self._latency = float(getattr(self._stream, "latency", 0.0) or 0.0)
-
-    def _callback(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
-        # Runs on the PortAudio thread: copy what is queued, pad with silence, never block.
-        out = outdata[:, 0]
-        filled = 0
-        t_dac = playback_time(time_info, self._latency)
-        with self._cond:
-            if status and status.output_underflow:
-                self.underflows += 1
-            if self._paused and self._pause_until is not None and time.monotonic() >= self._pause_until:
-                self._paused = False  # nothing resumed or flushed it in time: play on (`pause`)
-            while filled < frames and self._buf and not self._paused:
-                head = self._buf[0]
-                n = min(frames - filled, head.size - self._offset)
-                out[filled:filled + n] = head[self._offset:self._offset + n]
-                filled += n
-                self._offset += n
-                if self._offset >= head.size:
-                    self._buf.popleft()
-                    self._offset = 0
-            self._queued -= filled
-            self._head.record(self.played_samples, t_dac, filled)
-            self.played_samples += filled
-            self._cond.notify_all()
-        out[filled:] = 0.0
-        if self.on_played is not None:  # what the DAC gets, resampled and padded: the AEC's reference
-            self.on_played(out.copy(), t_dac, self.device_rate)
-
-    @property
-    def buffered_s(self) -> float:
-        return self._queued / float(self.device_rate)
-
-    def write(self, audio: np.ndarray, timeout: float | None = None, *, epoch: int | None = None,
-              ahead_s: float | None = None) -> int | None:
-        """Queue audio; blocks while the buffer is full (wakes every 50 ms; stops if closed).
-
-        `ahead_s`: wait only until no more than this is queued, then take the whole block (a
-        writer that keeps the device that far ahead whatever its block sizes). Returns the
-        play-head index (`heard()`'s count, at `sample_rate`) of its first sample, or None
-        when it was dropped: closed, or flushed since `epoch` (default: now).
-        """
-        audio = np.asarray(audio, np.float32).reshape(-1)
-        epoch = self.epoch if epoch is None else epoch
-        n_in = audio.size
-        if self._resampler is not None:
-            audio = self._resampler.process(audio)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        room = self._max - audio.size if ahead_s is None else int(ahead_s * self.device_rate)
-        with self._cond:
-            while self._queued > room and self._queued > 0 and not self._closed and epoch == self.epoch:
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError("audio output did not accept data in time")
-                self._cond.wait(0.05)
-            if self._closed or epoch != self.epoch:
-                return None
-            at, self._accepted = self._accepted, self._accepted + n_in
-            self._tail_due = self._resampler is not None
-            if audio.size:
-                self._buf.append(audio.copy())
-                self._queued += audio.size
-            return at
-
-    def heard(self, now: float | None = None) -> int:
-        """Samples (at `sample_rate`) that had reached the listener by `now` (monotonic; default now).
-
-        From the callbacks' DAC stamps (`voxcli.audio.aec_ref.PlayHead`): what was
-        handed to the device minus what its output latency still holds.
-        """
-        with self._cond:
-            return self._at_rate(self._head.heard(time.monotonic() if now is None else now))
-
-    def flush(self) -> int:
-        """Drop the queued audio, keep the stream running (barge-in: silence within the output
-        latency, no new stream to open). Writes begun before it are dropped.
-
-        Returns what the listener *will have heard* (at `sample_rate`): everything handed to
-        PortAudio, since the audio already in the device's buffer still plays after the flush
-        (one output latency). The history keeps the words the user heard, and those are heard;
-        `heard()` at this moment would drop them.
-        """
-        with self._cond:
-            self.epoch += 1
-            self._buf.clear()
-            self._offset = self._queued = 0
-            self._paused, self._pause_until = False, None
-            if self._resampler is not None:  # its history is the dropped audio's
-                self._resampler = StreamResampler(self.sample_rate, self.device_rate)
-            self._tail_due = False
-            self._accepted = self._at_rate(self.played_samples)  # what is in the device's buffer still plays
-            self._cond.notify_all()
-            return self._accepted
-
-    def pause(self, max_s: float | None = None) -> None:
-        """Play silence from the next callback on, keeping the queue (a possible barge-in: `resume` or `flush`).
-
-        `max_s`: it ends by itself after that long. Whoever paused may never come back (the input
-        ended, a stuck ASR worker), and a paused queue would block `write` and `drain` for good.
-        """
-        with self._cond:
-            self._paused = True
-            self._pause_until = None if max_s is None else time.monotonic() + max_s
-
-    def resume(self) -> None:
-        with self._cond:
-            self._paused, self._pause_until = False, None
-            self._cond.notify_all()
-
-    def _at_rate(self, device_samples: int) -> int:
-        if self.device_rate == self.sample_rate:
-            return device_samples
-        return int(round(device_samples * self.sample_rate / self.device_rate))
-
-    def drain(self, timeout: float | None = None) -> bool:
-        """Wait until everything written has been played (plus the device latency)."""
-        with self._cond:  # a flush cannot come between: its fresh resampler has no tail (`_tail_due`)
-            if self._resampler is not None and self._tail_due:
-                tail = self._resampler.process(np.zeros(0, np.float32), last=True)
-                if tail.size:
-                    self._buf.append(tail)
-                    self._queued += tail.size
-                # a flushed soxr stream takes no more input ("Input after last input"): the next
-                # reply on this stream (chat drains after every reply) starts a fresh one, once
-                self._resampler = StreamResampler(self._resampler.from_rate, self._resampler.to_rate)
-                self._tail_due = False
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
-            while self._queued > 0 and not self._closed:
-                if deadline is not None and time.monotonic() > deadline:
-                    return False
-                self._cond.wait(0.05)
-        if not self._closed:
-            time.sleep(self._latency)
-        return True
-
-    def abort(self) -> None:
-        """Stop at once, dropping queued audio (Ctrl-C, barge-in)."""
-        with self._cond:
-            if self._closed:
-                return
-            self._closed = True
-            self._buf.clear()
-            self._queued = 0
-            self._cond.notify_all()
-        _stop(self._stream)
-
-    close = abort
-
-    def __enter__(self) -> "Player":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.abort()
 
 
 class MicCapture:

@@ -239,7 +239,7 @@ class DeviceSpeaker:
 
     def __init__(self, sample_rate: int, device: int | str | None = None, *, max_ahead_s: float = 0.4,
                  on_played: Callable[[np.ndarray, float, int], None] | None = None) -> None:
-        from voxcli.audio.devices import Player
+        from voxcli.audio.player import Player
 
         # on_played: the echo canceller's reference tap (`voxcli.audio.aec_ref`)
         self.sample_rate = sample_rate

@@ -97,7 +97,7 @@ class _Outputs:
 
             self.writer = AtomicAudioWriter(output, out_rate)
         if not raw and output is None:
-            from voxcli.audio.devices import Player
+            from voxcli.audio.player import Player
 
             self.player = Player(sample_rate, device)
 
