@@ -15,7 +15,7 @@ from typing import Annotated, Iterator, List, Optional
 
 import typer
 
-from voxcli.cli.errors import STATE, writing_stdout
+from voxcli.cli.errors import STATE, err, writing_stdout
 from voxcli.cli.options import flag
 from voxcli.errors import UsageError, VoxError
 
@@ -60,10 +60,32 @@ def run_corpus(files: List[str], from_list: Optional[str], out_dir: Optional[Pat
     inputs = files + (read_list(from_list) if from_list is not None else [])
     if not inputs:
         raise UsageError("nothing to transcribe: the list is empty")
+    if not a.force:
+        _warn_model_change(out_dir, a.model)
     events = transcribe_events(inputs, out_dir, format=a.fmt, model=a.model, jobs=a.jobs, ray=a.ray,
                                ship_audio=a.ship_audio, endpoint_ms=a.endpoint_ms, force=a.force,
                                offline=STATE.offline or None)
     show_batch(events, out_dir, json_out, quiet)
+
+
+def _warn_model_change(out_dir: Path, named: Optional[str]) -> None:
+    """Say why a resumed batch redoes finished files: they were done with another model. Most often
+    the machine's default changed (`voxcli pull moonshine-base-en` times it and makes it the default
+    where it keeps real time), which the user did not ask for in this command."""
+    from voxcli.asr.models import default_asr
+    from voxcli.corpus.manifest import Manifest
+
+    if not out_dir.is_dir():
+        return
+    model = named or default_asr()
+    other = Manifest(out_dir).done_by_other(model)
+    if not other:
+        return
+    n = sum(other.values())
+    before = ", ".join(sorted(other))
+    keep = f"; --model {before} keeps them" if named is None and len(other) == 1 else ""
+    err(f"voxcli: warning: {n} file(s) in {out_dir} were transcribed with {before}; they are redone with "
+        f"{model}{' (the default here)' if named is None else ''}{keep}")
 
 
 def _emit(line: str) -> None:
