@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from tests.helpers.no_portaudio import env_without_portaudio
 from tests.llm.chat_completions_server import ChatServer, Script, free_port
+from voxcli.asr.models import chat_asr
 from voxcli.cli.app import app
 
 KEY = "sk-chat-test-SECRET-0123456789"
@@ -118,6 +119,8 @@ def test_two_turns_spoken_heard_answered_and_read_back(runner, turns, asr_model,
     log = tmp_path / "data" / "turns.jsonl"
     log_text = log.read_text()
     assert len(log_text.splitlines()) == 2
+    # each turn names the recognizer that heard it: chat's own (the fast tier unless asr.model says otherwise)
+    assert {json.loads(x)["asr"] for x in log_text.splitlines()} == {chat_asr()}
     assert KEY not in r.stdout + r.stderr + log_text
 
 

@@ -42,7 +42,7 @@ from voxcli.chat.listening import ListeningMixin
 from voxcli.chat.preempt import PreemptMixin
 from voxcli.chat.turn import FeedClock, PendingTurn, Reply, Speaker, Utterance, cut_off_reason
 from voxcli.chat.turn_gate import TurnGate
-from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record
+from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record, model_name
 from voxcli.asr.endpointer import VADConfig
 from voxcli.config import DEFAULT_BARGE_IN_MS, DEFAULT_ENDPOINT_MS
 from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
@@ -337,11 +337,10 @@ class Agent(ListeningMixin, PreemptMixin):
         if heard:
             self.history.append("assistant", heard)
         wasted, self._wasted_logged = self.wasted_preemptive - self._wasted_logged, self.wasted_preemptive
-        rec = make_record(
-            reply.turn, reply.clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
-            cut_off=cut_off, llm=str(getattr(self.llm, "name", type(self.llm).__name__)), llm_metrics=metrics,
-            preemptive=reply.speculation is not None, wasted_preemptive=wasted, detector=pending.detector,
-        )
+        rec = make_record(reply.turn, reply.clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
+                          cut_off=cut_off, llm=model_name(self.llm), asr=model_name(getattr(self.asr, "model", None)),
+                          llm_metrics=metrics, preemptive=reply.speculation is not None, wasted_preemptive=wasted,
+                          detector=pending.detector)
         self.records.append(rec)
         self.turns_done += 1
         if self.config.log_turns and not self._closed.is_set():

@@ -38,7 +38,9 @@ One JSON object per line in `voxcli.config.turn_log_path()` (the data dir's
   `detector` (`--endpoint semantic`: {"score", "hold_ms", "score_ms", "held"},
   the turn detector's verdict on the user's words; `{}` in vad mode), and
   `audio_ready_ms` (the first audio existed; earlier than `first_audio_ms` when a
-  preemptive reply waited for the endpoint's verdict before playing it).
+  preemptive reply waited for the endpoint's verdict before playing it), and
+  `asr` (the recognizer that heard the user, e.g. "moonshine-tiny-en": the
+  turn's ASR tail depends on it; "" when unknown).
 """
 from __future__ import annotations
 
@@ -98,9 +100,16 @@ class TurnRecord(Event):
     audio_ready_ms: float | None = None
     """When the first audio existed: before `first_audio_ms` when a preemptive reply waited for the endpoint's
     verdict (what `voxcli.bench.ledger_turns` needs: the TTS term without that wait). Optional."""
+    asr: str = ""
+    """The recognizer's model name (optional; older lines lack it)."""
     t_unix: float = 0.0
     version: int = FORMAT_VERSION
     event = "turn"
+
+
+def model_name(obj: Any) -> str:
+    """What a turn record calls an LLM client or an ASR engine: its `name`, else its type ("" for none)."""
+    return "" if obj is None else str(getattr(obj, "name", type(obj).__name__))
 
 
 def _ms(t: float | None, origin: float | None) -> float | None:
@@ -137,6 +146,7 @@ def make_record(
     preemptive: bool = False,
     wasted_preemptive: int = 0,
     detector: dict[str, float] | None = None,
+    asr: str = "",
 ) -> TurnRecord:
     """Stamps relative to the end of speech (or the ASR final when speech end is unknown)."""
     origin = clock.speech_end if clock.speech_end is not None else clock.asr_final
@@ -167,6 +177,7 @@ def make_record(
         wasted_preemptive=wasted_preemptive,
         detector=dict(detector or {}),
         audio_ready_ms=_ms(_ready(clock), origin),
+        asr=asr,
         t_unix=time.time(),
     )
 
