@@ -106,3 +106,20 @@ def test_a_patched_span_joins_only_an_utterance_that_starts_soon_after() -> None
     b.append(np.zeros(2 * SR, np.float32))
     b.trim_idle(vad, None, 0)  # no utterance started in time: the span was not speech after all
     assert b.patched.span is None and b.start == b.end - vad.pad_samples - 512
+
+
+def test_a_patch_after_finish_or_cancel_is_ignored(moonshine, vad_path, speech_samples) -> None:
+    """The final is decided at `finish()` (send raises then); a late patch from chat's mask, whose
+    input may end right after a pause, must neither raise nor change it."""
+    audio = read_audio(speech_samples["beckett"], rate=SR)[0][: 4 * SR]
+    s = ASRStreamer(moonshine, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
+    threading.Thread(target=lambda: list(s.captions), daemon=True).start()
+    s.send(audio)
+    final = s.finish(timeout=300)
+    assert final.strip()
+    s.patch(0, np.zeros(SR, np.float32))  # no error, and nothing left queued behind the exited worker
+    assert not [p for p in s._inbox._parts if isinstance(p, Patch)]
+    c = ASRStreamer(moonshine, SileroVAD.load(vad_path), lockstep=True)
+    c.cancel()
+    c.patch(0, audio[:SR])
+    assert not [p for p in c._inbox._parts if isinstance(p, Patch)]

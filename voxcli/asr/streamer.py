@@ -99,8 +99,7 @@ class ASRStreamer:
         self._captions: queue.Queue = queue.Queue()
         self._inbox = AudioInbox.of_seconds(max_pending_s, SAMPLE_RATE)
         self._pending_n = 0  # what the worker left waiting at its last take
-        self._send_lock = threading.Lock()
-        self._finished = False
+        self._send_lock, self._finished = threading.Lock(), False
         self._error: BaseException | None = None
         self._t0: float | None = None
         vad.reset()
@@ -139,7 +138,10 @@ class ASRStreamer:
 
         In order with `send`; the worker replaces what it holds or can take back (`WorkerBuffer.patch`), and
         the utterance that starts soon after (or runs with no stable word yet) begins at it (`PatchedSpeech`).
-        `sample` numbers the samples the worker took: those sent minus any dropped (`stats.dropped_s`)."""
+        `sample` numbers the samples the worker took: those sent minus any dropped (`stats.dropped_s`);
+        ignored after `finish()` or `cancel()`."""
+        if self._finished or self._inbox.cancelled:
+            return
         self._inbox.put_patch(Patch(int(sample), np.array(audio, dtype=np.float32).reshape(-1)))  # a copy
 
     def subscribe(self, fn: Subscriber) -> None:
