@@ -10,9 +10,10 @@ Why the stream starts with the device's low latency and may reopen with its
 high one: a short device buffer keeps barge-in quick (what is in it still
 plays after a flush), but on a loaded machine the PortAudio thread misses its
 deadline, and with ALSA's PulseAudio plugin every underrun restarts the PCM
-with a fresh, empty short buffer that underruns again: measured here with the
-two cores busy, 3 s of speech took 79-104 s to play at the 9 ms "low" latency
-and 7 s at the 35 ms "high" one, with no underrun. So the callback counts
+with a fresh, empty short buffer that underruns again: with 12 busy processes
+on the 2 cores, 3 s took 114-118 s to play at the 9 ms "low" latency, 4.2 s at
+the 35 ms "high" one with no underrun, and 8.7 s with this reopen
+(benchmarks/bench_underrun.py). So the callback counts
 underruns, and `ESCALATE_UNDERRUNS` of them within `ESCALATE_WINDOW_S` make a
 watcher thread reopen the stream once with the high latency; the queue, the
 play-head and the AEC's reference timeline carry over (they count samples and
@@ -34,7 +35,8 @@ from voxcli.audio.pcm import StreamResampler
 
 log = logging.getLogger(__name__)
 
-ESCALATE_UNDERRUNS: Final = 3
+ESCALATE_UNDERRUNS: Final = 2
+"""Underruns within `ESCALATE_WINDOW_S` that make a spiral (a quiet machine here: none in 3 s of play, 8 runs)."""
 ESCALATE_WINDOW_S: Final = 5.0
 
 
@@ -61,7 +63,7 @@ class Player:
         self._closed = False
         self.underflows = 0
         self._xruns: deque[float] = deque(maxlen=ESCALATE_UNDERRUNS)  # monotonic times of the last underruns
-        self._spiral = threading.Event()  # set by the callback (underruns in a row) or by abort (to end the watcher)
+        self._spiral = threading.Event()  # set by the callback (an underrun spiral) or by abort (to end the watcher)
         self.reopened = False
         """Whether underruns made the stream reopen with the device's high latency."""
         self.played_samples = 0
