@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any, Callable, Final
 
@@ -79,7 +80,10 @@ class Player:
         self._stream = self._open(latency, start=True)
         self._latency = float(getattr(self._stream, "latency", 0.0) or 0.0)
         if latency == "low":
-            threading.Thread(target=self._watch, name="voxcli-player-watch", daemon=True).start()
+            # the thread holds the player weakly: one never closed is still collected (and ends the thread)
+            threading.Thread(target=_watch, args=(weakref.ref(self), self._spiral), name="voxcli-player-watch",
+                             daemon=True).start()
+            weakref.finalize(self, self._spiral.set)
 
     def _open(self, latency: str | float, *, start: bool) -> Any:
         what = f"audio output {self.device_name!r}"
@@ -93,9 +97,8 @@ class Player:
         """The open stream's output latency in seconds (what still plays after a `flush`)."""
         return self._latency
 
-    def _watch(self) -> None:
-        """Reopen the stream with the high latency once the callback reports an underrun spiral."""
-        self._spiral.wait()
+    def _reopen(self) -> None:
+        """Reopen the stream with the high latency (the callback reported an underrun spiral)."""
         with self._cond:
             if self._closed:
                 return
@@ -278,3 +281,11 @@ class Player:
 
     def __exit__(self, *exc: object) -> None:
         self.abort()
+
+
+def _watch(player: "weakref.ref[Player]", spiral: threading.Event) -> None:
+    """The watcher thread: waits for a spiral (or the player's end) without keeping the player alive."""
+    spiral.wait()
+    p = player()
+    if p is not None:
+        p._reopen()
