@@ -64,7 +64,9 @@ class Player:
         self._closed = False
         self.underflows = 0
         self._xruns: deque[float] = deque(maxlen=ESCALATE_UNDERRUNS)  # monotonic times of the last underruns
-        self._spiral = threading.Event()  # set by the callback (an underrun spiral) or by abort (to end the watcher)
+        self._spiral = threading.Event()  # wakes the watcher: an underrun spiral, `abort`, or the player's end
+        self._spiral_hit = False  # the callback saw a spiral (only that makes the watcher reopen)
+        self._swap = threading.Lock()  # one stream stop/swap at a time (the watcher's reopen, `abort`)
         self.reopened = False
         """Whether underruns made the stream reopen with the device's high latency."""
         self.played_samples = 0
@@ -83,7 +85,7 @@ class Player:
             # the thread holds the player weakly: one never closed is still collected (and ends the thread)
             threading.Thread(target=_watch, args=(weakref.ref(self), self._spiral), name="voxcli-player-watch",
                              daemon=True).start()
-            weakref.finalize(self, self._spiral.set)
+            weakref.finalize(self, self._spiral.set).atexit = False
 
     def _open(self, latency: str | float, *, start: bool) -> Any:
         what = f"audio output {self.device_name!r}"
@@ -98,31 +100,37 @@ class Player:
         return self._latency
 
     def _reopen(self) -> None:
-        """Reopen the stream with the high latency (the callback reported an underrun spiral)."""
-        with self._cond:
-            if self._closed:
+        """Reopen the stream with the high latency (the callback reported an underrun spiral).
+
+        Under `_swap`, so `abort` never stops a stream this is stopping (a PortAudio stream aborted
+        twice at once can be freed under the second caller). If the new stream cannot start, the old
+        latency is tried again; with no stream at all the player closes (`write`/`drain` return).
+        """
+        with self._swap:
+            with self._cond:
+                if self._closed:
+                    return
+            try:
+                new = self._open("high", start=False)  # opened before the old one stops: a failure keeps the old
+            except Exception as e:  # noqa: BLE001 - PortAudioError: a device that allows one stream only
+                log.info("audio output underruns, cannot reopen with a longer buffer: %s", e)
                 return
-        try:
-            new = self._open("high", start=False)  # opened before the old one stops: a failure keeps the old
-        except Exception as e:  # noqa: BLE001 - PortAudioError: a device that allows one stream only
-            log.info("audio output underruns, cannot reopen with a longer buffer: %s", e)
-            return
-        old = self._stream
-        devices._stop(old)
-        try:
-            new.start()
-        except Exception as e:  # noqa: BLE001
-            log.warning("audio output lost while reopening it after underruns: %s", e)
-            devices._stop(new)
-            return
-        with self._cond:
-            self._stream, self._latency, self.reopened = new, float(new.latency), True
-            closed = self._closed
-        if closed:  # abort() came meanwhile and stopped the old stream only
-            devices._stop(new)
-            return
-        log.info("audio output underran %d times in %.0f s: reopened with a %.0f ms buffer",
-                 ESCALATE_UNDERRUNS, ESCALATE_WINDOW_S, 1000 * self._latency)
+            devices._stop(self._stream)
+            for stream in (new, None):
+                try:
+                    stream = stream if stream is not None else self._open(self._latency or "low", start=False)
+                    stream.start()
+                    latency = float(getattr(stream, "latency", 0.0) or 0.0)
+                except Exception as e:  # noqa: BLE001
+                    log.warning("audio output lost while reopening it after underruns: %s", e)
+                    devices._stop(stream) if stream is not None else None
+                    continue
+                with self._cond:
+                    self._stream, self._latency, self.reopened = stream, latency, stream is new
+                log.info("audio output underran %d times within %.0f s: reopened with a %.0f ms buffer",
+                         ESCALATE_UNDERRUNS, ESCALATE_WINDOW_S, 1000 * latency)
+                return
+            self._close_queue()  # no stream: writers and drains must not wait for one
 
     def _callback(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         # Runs on the PortAudio thread: copy what is queued, pad with silence, never block.
@@ -135,6 +143,7 @@ class Player:
                 now = time.monotonic()
                 self._xruns.append(now)
                 if len(self._xruns) == ESCALATE_UNDERRUNS and now - self._xruns[0] <= ESCALATE_WINDOW_S:
+                    self._spiral_hit = True
                     self._spiral.set()
             if self._paused and self._pause_until is not None and time.monotonic() >= self._pause_until:
                 self._paused = False  # nothing resumed or flushed it in time: play on (`pause`)
@@ -261,18 +270,24 @@ class Player:
             time.sleep(self._latency)
         return True
 
-    def abort(self) -> None:
-        """Stop at once, dropping queued audio (Ctrl-C, barge-in)."""
+    def _close_queue(self) -> bool:
+        """Mark closed and drop the queue, waking writers and drains; False if it already was."""
         with self._cond:
             if self._closed:
-                return
+                return False
             self._closed = True
             self._buf.clear()
             self._queued = 0
             self._cond.notify_all()
-            stream = self._stream
+            return True
+
+    def abort(self) -> None:
+        """Stop at once, dropping queued audio (Ctrl-C, barge-in)."""
+        if not self._close_queue():
+            return
         self._spiral.set()  # ends the watcher
-        devices._stop(stream)
+        with self._swap:  # after a reopen in progress: then the stream is the new one
+            devices._stop(self._stream)
 
     close = abort
 
@@ -287,5 +302,5 @@ def _watch(player: "weakref.ref[Player]", spiral: threading.Event) -> None:
     """The watcher thread: waits for a spiral (or the player's end) without keeping the player alive."""
     spiral.wait()
     p = player()
-    if p is not None:
+    if p is not None and p._spiral_hit:  # not an abort, not the player's end
         p._reopen()
