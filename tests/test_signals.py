@@ -50,3 +50,15 @@ def test_a_custom_handler_gets_the_held_signal():
         assert got == [signal.SIGTERM]
     finally:
         signal.signal(signal.SIGTERM, old)
+
+
+def test_a_second_ctrl_c_is_delivered_at_once():
+    steps: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            steps.append("held")
+            os.kill(os.getpid(), signal.SIGINT)  # the user insists
+            steps.append("not reached")
+    assert steps == ["held"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

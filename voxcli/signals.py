@@ -6,8 +6,9 @@ two bytecodes of the main thread) leaves an output nobody recorded, and the
 next run cannot tell it from somebody else's file: it keeps it instead of
 skipping it. `signals_held()` records a signal that arrives inside the block
 and delivers it, to whatever handler was installed, right after the block.
-The block must be short (a rename and one appended line): the user's Ctrl-C
-waits for it.
+The block must be short (writing one output and one appended line): the
+user's first Ctrl-C waits for it; a second one of the same signal is
+delivered at once, for a disk that hangs.
 """
 from __future__ import annotations
 
@@ -30,7 +31,15 @@ def signals_held() -> Iterator[None]:
     previous: dict[int, Any] = {}
 
     def hold(signum: int, frame: Any) -> None:
-        pending.append(signum)
+        if signum not in pending:
+            pending.append(signum)
+            return
+        pending.remove(signum)  # the same signal again: the user insists, it is delivered now (once)
+        old = previous.get(signum)
+        if callable(old):
+            old(signum, frame)
+        elif old != signal.SIG_IGN:
+            raise KeyboardInterrupt
 
     try:
         for sig in HELD:
@@ -43,10 +52,23 @@ def signals_held() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old if old is not None else signal.SIG_DFL)
-        for sig in dict.fromkeys(pending):  # each held signal once, in arrival order
+        _restore(previous)
+        for sig in list(pending):  # each held signal once, in arrival order
             signal.raise_signal(sig)
+
+
+def _restore(previous: dict[int, Any]) -> None:
+    """Put every handler back, even when a signal arriving meanwhile raises between two of them."""
+    failed: BaseException | None = None
+    for sig, old in previous.items():
+        while True:
+            try:
+                signal.signal(sig, old if old is not None else signal.SIG_DFL)
+                break
+            except BaseException as e:  # noqa: BLE001 - a KeyboardInterrupt from the handler just restored
+                failed = failed or e
+    if failed is not None:
+        raise failed
 
 
 __all__ = ["signals_held"]
