@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -74,10 +75,12 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="one JSON line per trial, then a summary line")
     a = ap.parse_args()
     _ensure_sink()
-    busy = [subprocess.Popen(["nice", "-n", "-5", sys.executable, "-c", "while True: pass"])
-            for _ in range(a.busy)]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a cancelled job still stops the busy loops
+    busy: list[subprocess.Popen] = []
     rows: list[dict] = []
     try:
+        for _ in range(a.busy):  # nice -5 needs root; elsewhere they run at the default priority
+            busy.append(subprocess.Popen(["nice", "-n", "-5", sys.executable, "-c", "while True: pass"]))
         time.sleep(1.0 if busy else 0.0)
         for r in range(a.rounds):
             for arm in a.arms.split(","):

@@ -33,21 +33,24 @@ def test_files_done_with_another_model_are_redone_with_a_warning(tmp_path: Path,
     first = _transcribe(str(tree), "--out-dir", str(out), "--model", "moonshine-base-en")
     assert first.returncode == 0, first.stderr
     assert "warning" not in first.stderr  # nothing done before
+    # Other outputs in the same dir (json, not txt) are not this run's items: nothing of theirs is redone.
+    json_run = _transcribe(str(tree), "--out-dir", str(out), "--model", DEFAULT_ASR, "--format", "json")
+    assert json_run.returncode == 0 and "warning" not in json_run.stderr, json_run.stderr
     again = _transcribe(str(tree), "--out-dir", str(out), "--model", DEFAULT_ASR)
     assert again.returncode == 0, again.stderr
-    assert (f"warning: 2 file(s) in {out} were transcribed with moonshine-base-en; they are redone with "
-            f"{DEFAULT_ASR}") in again.stderr
-    assert "keeps them" not in again.stderr  # the model was named: nothing to advise
-    assert {json.loads(x)["status"] for x in again.stdout.splitlines() if '"file"' in x} == {"done"}
+    assert (f"warning: 2 file(s) in {out} were done with moonshine-base-en; they are redone with "
+            f"{DEFAULT_ASR}\n") in again.stderr  # the model was named: no advice to keep them
+    events = [json.loads(x) for x in again.stdout.splitlines()]
+    assert events[0] == {"event": "model_change", "model": DEFAULT_ASR, "before": {"moonshine-base-en": 2}}
+    assert {e["status"] for e in events if e["event"] == "file"} == {"done"}
     assert _models(out) == {DEFAULT_ASR}
-    # No model named: the default of this machine (its measured tier) decides.
+    # No model named: the default of this machine (its measured tier) decides, and the line says how to keep.
     third = _transcribe(str(tree), "--out-dir", str(out))
     assert third.returncode == 0, third.stderr
     if default_asr() == DEFAULT_ASR:
         assert "warning" not in third.stderr
     else:
-        assert (f"were transcribed with {DEFAULT_ASR}; they are redone with {default_asr()} (the default here); "
-                f"--model {DEFAULT_ASR} keeps them") in third.stderr
-    assert _models(out) == {default_asr()}
+        assert (f"warning: 2 file(s) in {out} were done with {DEFAULT_ASR}; they are redone with {default_asr()} "
+                f"(the default here); --model {DEFAULT_ASR} keeps them") in third.stderr
     forced = _transcribe(str(tree), "--out-dir", str(out), "--model", "moonshine-base-en", "--force")
     assert forced.returncode == 0 and "warning" not in forced.stderr  # --force redoes everything, as asked

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Iterator, List, Optional
+from typing import Annotated, Any, Iterator, List, Optional
 
 import typer
 
@@ -60,32 +60,19 @@ def run_corpus(files: List[str], from_list: Optional[str], out_dir: Optional[Pat
     inputs = files + (read_list(from_list) if from_list is not None else [])
     if not inputs:
         raise UsageError("nothing to transcribe: the list is empty")
-    if not a.force:
-        _warn_model_change(out_dir, a.model)
     events = transcribe_events(inputs, out_dir, format=a.fmt, model=a.model, jobs=a.jobs, ray=a.ray,
                                ship_audio=a.ship_audio, endpoint_ms=a.endpoint_ms, force=a.force,
                                offline=STATE.offline or None)
-    show_batch(events, out_dir, json_out, quiet)
+    show_batch(events, out_dir, json_out, quiet, model_named=a.model is not None)
 
 
-def _warn_model_change(out_dir: Path, named: Optional[str]) -> None:
-    """Say why a resumed batch redoes finished files: they were done with another model. Most often
-    the machine's default changed (`voxcli pull moonshine-base-en` times it and makes it the default
-    where it keeps real time), which the user did not ask for in this command."""
-    from voxcli.asr.models import default_asr
-    from voxcli.corpus.manifest import Manifest
-
-    if not out_dir.is_dir():
-        return
-    model = named or default_asr()
-    other = Manifest(out_dir).done_by_other(model)
-    if not other:
-        return
-    n = sum(other.values())
-    before = ", ".join(sorted(other))
-    keep = f"; --model {before} keeps them" if named is None and len(other) == 1 else ""
-    err(f"voxcli: warning: {n} file(s) in {out_dir} were transcribed with {before}; they are redone with "
-        f"{model}{' (the default here)' if named is None else ''}{keep}")
+def model_change_warning(e: Any, out_dir: Path, model_named: bool) -> str:
+    """The line for a batch's ModelChange: how many files, done with what, redone with what, and
+    (when no model was named: the machine's default changed under the user) how to keep them."""
+    before = ", ".join(sorted(e.before))
+    keep = f"; --model {before} keeps them" if not model_named and len(e.before) == 1 else ""
+    return (f"voxcli: warning: {sum(e.before.values())} file(s) in {out_dir} were done with {before}; they are "
+            f"redone with {e.model}{'' if model_named else ' (the default here)'}{keep}")
 
 
 def _emit(line: str) -> None:
@@ -94,11 +81,11 @@ def _emit(line: str) -> None:
         sys.stdout.flush()
 
 
-def show_batch(events: Iterator, out_dir: Path, json_out: bool, quiet: bool) -> None:
+def show_batch(events: Iterator, out_dir: Path, json_out: bool, quiet: bool, *, model_named: bool = True) -> None:
     """Render a batch's events; raise (exit 1) when any item failed."""
     from voxcli.cli.views.asr import batch_view
     from voxcli.corpus.manifest import MANIFEST_NAME
-    from voxcli.corpus.progress import FileResult
+    from voxcli.corpus.progress import FileResult, ModelChange
 
     view = None if json_out else batch_view(quiet)
     last = None
@@ -106,7 +93,9 @@ def show_batch(events: Iterator, out_dir: Path, json_out: bool, quiet: bool) -> 
         for e in events:
             if json_out:
                 _emit(e.to_json())
-            if isinstance(e, FileResult):
+            if isinstance(e, ModelChange):
+                err(model_change_warning(e, out_dir, model_named))
+            elif isinstance(e, FileResult):
                 if view is not None:
                     view.file(e)
             else:

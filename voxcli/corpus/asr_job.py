@@ -67,7 +67,7 @@ def transcribe_events(inputs: Iterable[str], out_dir: str | Path | None = None, 
                       model: str | None = None, jobs: int | None = None, ray: str | None = None,
                       ship_audio: bool = False, endpoint_ms: int = 500, force: bool = False,
                       offline: bool | None = None) -> Iterator[Event]:
-    """The batch's events (FileResult and Progress), for displays; see `transcribe_many`."""
+    """The batch's events (FileResult, Progress, first a ModelChange if any), for displays; see `transcribe_many`."""
     if format not in FORMATS:
         raise UsageError(f"unknown format {format!r}", hint="choose " + ", ".join(FORMATS))
     sources = expand(inputs)

@@ -19,12 +19,12 @@ from typing import Any, Callable, Iterator, Protocol, Union
 from voxcli.corpus.backends import Backend
 from voxcli.corpus.items import Fingerprint, Item, fingerprint, quick_stat
 from voxcli.corpus.manifest import Manifest, Record
-from voxcli.corpus.progress import FileResult, Progress
+from voxcli.corpus.progress import FileResult, ModelChange, Progress
 from voxcli.corpus.work import Outcome, Task, WorkerSpec, model_name
 from voxcli.errors import DiskFullError, VoxError
 from voxcli.signals import signals_held
 
-Event = Union[FileResult, Progress]
+Event = Union[FileResult, Progress, ModelChange]
 
 
 class Job(Protocol):
@@ -63,6 +63,14 @@ def plan_one(item: Item, manifest: Manifest | None, model: str, force: bool) -> 
     return None
 
 
+def _done_with(manifest: Manifest | None, item: Item) -> str | None:
+    """The model `item`'s finished output (still there) was made with; None when nothing is done."""
+    rec = manifest.get(item.key) if manifest is not None else None
+    if rec is None or rec["status"] != "done" or item.output is None or not item.output.exists():
+        return None
+    return str(rec.get("model"))
+
+
 def _fingerprint(manifest: Manifest, item: Item) -> Fingerprint | None:
     known = manifest.get(item.key)
     return fingerprint(item, known if known and known.get("status") == "done" else None)
@@ -99,7 +107,8 @@ def finish_item(job: Job, manifest: Manifest | None, item: Item, out: Outcome) -
 
 
 def run_batch(job: Job, backend: Callable[[], Backend], *, force: bool = False) -> Iterator[Event]:
-    """Events of the whole batch: a FileResult per item, each followed by a Progress snapshot.
+    """Events of the whole batch: a FileResult per item, each followed by a Progress snapshot (first a
+    ModelChange when items done with another model are redone).
 
     `backend` is called only when there is work (a fully done re-run loads no model).
     Stopping the iteration (Ctrl-C, `close()`) stops the workers; the manifest stays consistent.
@@ -113,12 +122,17 @@ def run_batch(job: Job, backend: Callable[[], Backend], *, force: bool = False) 
     model = model_name(job.spec)
     todo: dict[str, Item] = {}
     done_before: list[FileResult] = []
+    redo: dict[str, int] = {}
     for it in items:
         r = plan_one(it, manifest, model, force)
         if r is None:
             todo[it.key] = it
+            if not force and (old := _done_with(manifest, it)) not in (None, model):
+                redo[str(old)] = redo.get(str(old), 0) + 1
         else:
             done_before.append(r)
+    if redo:
+        yield ModelChange(model, redo)
     progress = Progress(len(items), todo_audio_s=sum(i.est_audio_s for i in todo.values()))
     for r in done_before:
         if r.status == "kept" and manifest is not None:

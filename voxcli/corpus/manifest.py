@@ -78,11 +78,3 @@ class Manifest:
 
     def done(self) -> list[dict[str, Any]]:
         return [r for r in self.records.values() if r["status"] == "done"]
-
-    def done_by_other(self, model: str) -> dict[str, int]:
-        """Items done with another model, per model: a run with `model` redoes them (`batch.plan_one`)."""
-        counts: dict[str, int] = {}
-        for r in self.done():
-            if r.get("model") != model:
-                counts[str(r.get("model"))] = counts.get(str(r.get("model")), 0) + 1
-        return counts

@@ -43,6 +43,20 @@ class FileResult:
 
 
 @dataclass
+class ModelChange:
+    """Items done before with another model that this run redoes: said before any work, since the
+    usual cause is not in the command (`voxcli pull moonshine-base-en` can change the default)."""
+
+    model: str
+    """The model this run uses."""
+    before: dict[str, int]
+    """Model the redone items were done with -> how many."""
+
+    def to_json(self) -> str:
+        return json.dumps({"event": "model_change", "model": self.model, "before": self.before}, ensure_ascii=False)
+
+
+@dataclass
 class Progress:
     """Counters of the run so far (skipped items count as finished, not as audio processed)."""
 
