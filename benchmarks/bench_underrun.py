@@ -4,8 +4,8 @@
     python benchmarks/bench_underrun.py                    # 12 busy processes, 3 s of tone, 2 rounds
     python benchmarks/bench_underrun.py --busy 0 --json    # the same on a quiet machine
 
-Arms, interleaved round by round on the same device (PulseAudio's null sink `vox`, started
-like the device tests do when none is running):
+Arms, interleaved round by round on the same device (a PulseAudio null sink of the bench's own,
+removed at the end; the daemon is started like the device tests do when none is running):
 
 - `low-fixed`: PortAudio's low latency, never reopened (voxcli before the reopen);
 - `high`:      the device's high latency from the start;
@@ -29,10 +29,12 @@ import time
 
 import numpy as np
 
-SINK = "vox"
+SINK = f"voxunderrun{os.getpid()}"
 
 
-def _ensure_sink() -> None:
+def _private_sink() -> str:
+    """A null sink of this process's own, chosen for its streams through PULSE_SINK (the user's default
+    sink is left alone); the daemon is started like the device tests start it when none runs."""
     if subprocess.run(["pactl", "info"], capture_output=True).returncode != 0:
         subprocess.run(["pulseaudio", "-D", "--exit-idle-time=-1", "--system=false", "--disallow-exit"],
                        capture_output=True)
@@ -41,11 +43,10 @@ def _ensure_sink() -> None:
             if time.monotonic() > deadline:
                 sys.exit("bench_underrun: PulseAudio does not start here")
             time.sleep(0.2)
-    sinks = subprocess.run(["pactl", "list", "short", "sinks"], capture_output=True, text=True).stdout
-    if not any(line.split("\t")[1:2] == [SINK] for line in sinks.splitlines()):
-        subprocess.run(["pactl", "load-module", "module-null-sink", f"sink_name={SINK}"], check=True,
-                       capture_output=True)
-    subprocess.run(["pactl", "set-default-sink", SINK], check=True)
+    loaded = subprocess.run(["pactl", "load-module", "module-null-sink", f"sink_name={SINK}"],
+                            capture_output=True, text=True, timeout=10, check=True)
+    os.environ["PULSE_SINK"] = SINK
+    return loaded.stdout.strip()
 
 
 def _play(arm: str, seconds: float, timeout_s: float) -> dict:
@@ -74,7 +75,7 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=150.0, help="a trial gives up after this long")
     ap.add_argument("--json", action="store_true", help="one JSON line per trial, then a summary line")
     a = ap.parse_args()
-    _ensure_sink()
+    module = _private_sink()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a cancelled job still stops the busy loops
     busy: list[subprocess.Popen] = []
     rows: list[dict] = []
@@ -93,6 +94,7 @@ def main() -> None:
     finally:
         for b in busy:
             b.kill()
+        subprocess.run(["pactl", "unload-module", module], capture_output=True)
     summary = {arm: statistics.median(x["played_s"] for x in rows if x["arm"] == arm) for arm in a.arms.split(",")}
     print(json.dumps({"event": "summary", "busy": a.busy, "seconds": a.seconds, "median_played_s": summary})
           if a.json else "median wall time to play: " + ", ".join(f"{k} {v:.1f} s" for k, v in summary.items()))

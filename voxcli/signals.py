@@ -45,8 +45,7 @@ def signals_held() -> Iterator[None]:
         for sig in HELD:
             previous[sig] = signal.signal(sig, hold)
     except (ValueError, OSError):  # an embedding that forbids handlers: nothing to hold
-        for sig, old in previous.items():
-            signal.signal(sig, old)
+        _restore(previous)
         yield
         return
     try:

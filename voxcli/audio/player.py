@@ -37,7 +37,8 @@ from voxcli.audio.pcm import StreamResampler
 log = logging.getLogger(__name__)
 
 ESCALATE_UNDERRUNS: Final = 2
-"""Underruns within `ESCALATE_WINDOW_S` that make a spiral (a quiet machine here: none in 3 s of play, 8 runs)."""
+"""Underruns within `ESCALATE_WINDOW_S` that make a spiral: once one starts it does not end by itself (seen on
+the null sink under load and, on a fresh sink, also at load 0.1-0.3: benchmarks/bench_underrun.py --busy 0)."""
 ESCALATE_WINDOW_S: Final = 5.0
 
 
@@ -80,7 +81,7 @@ class Player:
         self._head = PlayHead(self.device_rate)
         self._latency = 0.0  # the stream's output latency, read once it is open (0 during its first callbacks)
         self._stream = self._open(latency, start=True)
-        self._latency = float(getattr(self._stream, "latency", 0.0) or 0.0)
+        self._latency = _latency_of(self._stream)
         if latency == "low":
             # the thread holds the player weakly: one never closed is still collected (and ends the thread)
             threading.Thread(target=_watch, args=(weakref.ref(self), self._spiral), name="voxcli-player-watch",
@@ -116,21 +117,30 @@ class Player:
                 log.info("audio output underruns, cannot reopen with a longer buffer: %s", e)
                 return
             devices._stop(self._stream)
-            for stream in (new, None):
-                try:
-                    stream = stream if stream is not None else self._open(self._latency or "low", start=False)
-                    stream.start()
-                    latency = float(getattr(stream, "latency", 0.0) or 0.0)
-                except Exception as e:  # noqa: BLE001
-                    log.warning("audio output lost while reopening it after underruns: %s", e)
-                    devices._stop(stream) if stream is not None else None
-                    continue
-                with self._cond:
-                    self._stream, self._latency, self.reopened = stream, latency, stream is new
-                log.info("audio output underran %d times within %.0f s: reopened with a %.0f ms buffer",
-                         ESCALATE_UNDERRUNS, ESCALATE_WINDOW_S, 1000 * latency)
+            old_latency = self._latency or "low"
+            stream = self._started(lambda: new) or self._started(lambda: self._open(old_latency, start=False))
+            if stream is None:
+                self._close_queue()  # no stream: writers and drains must not wait for one
                 return
-            self._close_queue()  # no stream: writers and drains must not wait for one
+            latency = _latency_of(stream)
+            with self._cond:
+                self._stream, self._latency, self.reopened = stream, latency, stream is new
+            log.info("audio output underran %d times within %.0f s: reopened with a %.0f ms buffer",
+                     ESCALATE_UNDERRUNS, ESCALATE_WINDOW_S, 1000 * latency)
+
+    @staticmethod
+    def _started(make: Callable[[], Any]) -> Any | None:
+        """`make()` a stream and start it; None when either fails (logged; a made stream is stopped)."""
+        stream = None
+        try:
+            stream = make()
+            stream.start()
+            return stream
+        except Exception as e:  # noqa: BLE001 - PortAudioError and friends
+            log.warning("audio output lost while reopening it after underruns: %s", e)
+            if stream is not None:
+                devices._stop(stream)
+            return None
 
     def _callback(self, outdata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         # Runs on the PortAudio thread: copy what is queued, pad with silence, never block.
@@ -304,3 +314,8 @@ def _watch(player: "weakref.ref[Player]", spiral: threading.Event) -> None:
     p = player()
     if p is not None and p._spiral_hit:  # not an abort, not the player's end
         p._reopen()
+
+
+def _latency_of(stream: Any) -> float:
+    """A stream's output latency in seconds (0 when PortAudio does not say)."""
+    return float(getattr(stream, "latency", 0.0) or 0.0)

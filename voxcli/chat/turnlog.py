@@ -107,7 +107,7 @@ class TurnRecord(Event):
     event = "turn"
 
 
-def model_name(obj: Any) -> str:
+def name_of(obj: Any) -> str:
     """What a turn record calls an LLM client or an ASR engine: its `name`, else its type ("" for none)."""
     return "" if obj is None else str(getattr(obj, "name", type(obj).__name__))
 

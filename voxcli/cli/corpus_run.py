@@ -11,13 +11,16 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Iterator, List, Optional
+from typing import TYPE_CHECKING, Annotated, Iterator, List, Optional
 
 import typer
 
 from voxcli.cli.errors import STATE, err, writing_stdout
 from voxcli.cli.options import flag
 from voxcli.errors import UsageError, VoxError
+
+if TYPE_CHECKING:
+    from voxcli.corpus.progress import ModelChange
 
 JobsOpt = Annotated[Optional[int], typer.Option(
     "--jobs", min=1, show_default=False,
@@ -66,7 +69,7 @@ def run_corpus(files: List[str], from_list: Optional[str], out_dir: Optional[Pat
     show_batch(events, out_dir, json_out, quiet, model_named=a.model is not None)
 
 
-def model_change_warning(e: Any, out_dir: Path, model_named: bool) -> str:
+def model_change_warning(e: "ModelChange", out_dir: Path, model_named: bool) -> str:
     """The line for a batch's ModelChange: how many files, done with what, redone with what, and
     (when no model was named: the machine's default changed under the user) how to keep them."""
     before = ", ".join(sorted(e.before))
