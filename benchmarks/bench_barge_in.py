@@ -30,13 +30,13 @@ monotonic clock (`voxcli.audio.aec_ref.PlayHead`):
 playing on in between; a pause that played on before the stop counts at the stop); the terms say
 where it goes. Each row also has the capture -> `Agent.feed` lag of every block (p50, max), the
 microphone's queue and the canceller's `frames_too_late` (a capture later than the reference it keeps).
-With `--compare` every other barge-in runs as before the double-talk detector: the reply pauses
-on the VAD run only (the onset is still timed, not acted on), in one interleaved run. `--arms A,B,..`
-interleaves any of: `onset` (today's agent), `onset-nomask` (the same, but the masked first word
-(`voxcli.audio.echo_mask`) is computed and not given to the ASR), `run-pause` (what `--compare` adds). `--save DIR`
-keeps what the agent was fed in each trial (`trialNN.npz`: the blocks, their feed times, the user's
-first-word time, the row, and the first word's patch, given to the ASR or not), so the same audio can be
-decoded again offline (with and without the patch, whichever arm ran), without the live ASR's
+With `--compare` every other barge-in pauses on the VAD run only, as before the double-talk
+detector (the onset timed, not acted on). `--arms A,B,..` interleaves any of: `onset` (today's
+agent), `onset-nomask` (the rebuilt first word (`voxcli.audio.echo_mask`) computed, not given to
+the ASR), `onset-maskonly` (rebuilt by the mask alone, without `voxcli.audio.echo_path`'s linear
+subtraction), `run-pause` (`--compare`'s); each row says what rebuilt it (`rebuilt_by`). `--save DIR`
+keeps what the agent was fed in each trial (`trialNN.npz`: blocks, feed times, the user's first-word
+time, the row, the first word's patch), to decode the same audio again offline without the live ASR's
 scheduling: that tells a signal that lost the user's words from a decode that came out differently.
 `--self-turns N` plays N whole replies with nobody talking and counts the barge-ins (the issue's
 target: 0), the pauses (each one a false pause that played on) and the detector's onsets.
@@ -238,7 +238,8 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                 old = arm == "run-pause"
                 probe.act_on_onset = not old  # the old agent paused on the VAD run only
                 agent._double_talk = not old  # and stopped on the run and a word alone
-                probe.forward_patch = arm == "onset"
+                probe.forward_patch = arm in ("onset", "onset-maskonly")
+                canceller.mask.linear, canceller.mask.rebuilt_by = arm != "onset-maskonly", None
                 row = self_turn(agent, probe, seen) if args.self_turns else barge_in(
                     agent, speaker, voice_of_user, user, probe, seen, BargeIn)
                 t0 = None
@@ -249,6 +250,7 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                     loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
                 row.update(stop=arm, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
+                           rebuilt_by=canceller.mask.rebuilt_by,
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
                            asr_dropped_s=round(agent.asr.stats.dropped_s, 2),  # cumulative
@@ -383,7 +385,7 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--compare", action="store_true", help="interleave the old pause (on the VAD run only)")
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
-    ap.add_argument("--arms", default=None, help="interleave these: onset, onset-nomask, run-pause (comma-separated)")
+    ap.add_argument("--arms", default=None, help="interleave: onset, onset-nomask, onset-maskonly, run-pause")
     ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")
     args = ap.parse_args()
     module = load_sink()

@@ -28,8 +28,9 @@ the device path's delay, whatever PulseAudio buffered.
 AEC3 hides the user while both talk, so each raw frame and its reference also
 go to a double-talk detector (`voxcli.audio.doubletalk`); its onsets reach
 `EchoCanceller.on_near_speech` (chat pauses the reply on them), and each
-frame's raw spectrum masked by its echo bound is kept a second
-(`voxcli.audio.echo_mask`: chat patches the user's first word back with it).
+frame's raw spectrum masked by its echo bound is kept a second, and its raw
+samples and reference three (`voxcli.audio.echo_mask`: chat patches the user's
+first word back with the echo subtracted, `voxcli.audio.echo_path`).
 """
 from __future__ import annotations
 
@@ -188,7 +189,8 @@ class EchoCanceller:
         """Double talk on the raw frame; an onset is told only once AEC3 has converged, with a known reference."""
         assert self.detector is not None and self.mask is not None
         onset = self.detector.update(near, far)
-        self.mask.record(self.detector.spectrum if placed else None, self.detector.band, self.detector.above)
+        self.mask.record(self.detector.spectrum if placed else None, self.detector.band, self.detector.above,
+                         near, far if placed else np.zeros_like(far))
         if not placed:
             self.detector.reset()  # the far end of this frame is unknown: its echo would look like the user
         elif onset and self._warmup <= 0 and self.on_near_speech is not None:

@@ -16,6 +16,12 @@ the masked audio for the 300 ms before the pause gave WER 0.014/0.042/0.111
 against AEC3's 0.097/0.097/0.139 with the pause 150/250/350 ms after the first
 word. Chat patches it into the ASR's buffer (`ASRStreamer.patch`) once the
 pause is a little past (`POST_S`), so the next decode hears the first word.
+
+The mask is the fallback now: `audio` first subtracts the reply's echo with a
+linear fit made from the raw microphone and reference kept here
+(`voxcli.audio.echo_path`), which keeps the user in the bins where they are
+under the echo too (an onset 250-300 ms late left the mask's WER at 0.034 over
+87 barge-ins); the mask stands in where no fit can be trusted.
 """
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ import collections
 from typing import Final
 
 import numpy as np
+
+from voxcli.audio import echo_path
 
 PRE_S: Final = 0.3
 """Audio before the pause that is rebuilt from the mask (the onset comes up to ~0.3 s after the first word)."""
@@ -33,6 +41,8 @@ TRAIL_S: Final = 0.04
 """A span can be rebuilt once this much audio after it was recorded: every window over it (32 ms) is whole."""
 KEEP_S: Final = 1.0
 """Masked frames kept (PRE_S + POST_S, a capture block and a window of slack)."""
+RAW_KEEP_S: Final = 3.0
+"""Raw microphone and reference kept for the linear fit (`echo_path.FIT_S` and its lags before the span, the span, slack)."""
 
 
 class EchoMask:
@@ -47,12 +57,24 @@ class EchoMask:
         self.window = window
         self._win = np.hanning(window)
         self._frames: collections.deque[np.ndarray] = collections.deque(maxlen=int(KEEP_S * 100))
+        self._raw: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque(maxlen=int(RAW_KEEP_S * 100))
+        self.rate = rate
         self.count = 0
         """Frames recorded (the next frame's number)."""
+        self.linear = True
+        """Try the linear subtraction first (`echo_path`); False: the mask alone (benchmarks compare them)."""
+        self.rebuilt_by: str | None = None
+        """What rebuilt the last span: "linear" or "mask" (None: nothing yet)."""
 
-    def record(self, spectrum: np.ndarray | None, band: np.ndarray, above: np.ndarray) -> None:
+    def record(self, spectrum: np.ndarray | None, band: np.ndarray, above: np.ndarray,
+               near: np.ndarray | None = None, far: np.ndarray | None = None) -> None:
         """This frame's raw spectrum (None: no reference known, keep nothing) and which of its `band` bins stand
-        above the echo bound (the detector's own verdict, `DoubleTalkDetector.above`)."""
+        above the echo bound (the detector's own verdict, `DoubleTalkDetector.above`); with `near` and `far`,
+        its raw samples and the reference it was given (zeros where none was known), for the linear fit."""
+        if near is not None and far is not None:
+            self._raw.append((np.array(near, np.float32), np.array(far, np.float32)))
+        else:
+            self._raw.clear()  # the raw ring must be one run of consecutive frames
         if spectrum is None:
             masked = np.zeros(self.window // 2 + 1, np.complex128)
         else:
@@ -63,8 +85,25 @@ class EchoMask:
         self.count += 1
 
     def audio(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
-        """Samples [lo, hi) rebuilt by overlap-add: (start, audio), clipped to the samples every window of
-        which is kept (from the oldest frame on; up to a window minus a frame before the newest frame's end)."""
+        """Samples [lo, hi) rebuilt: the microphone minus the fitted echo (`echo_path.rebuild`) when a fit can
+        be trusted, else the masked spectra by overlap-add, clipped to the samples every window of which is
+        kept (from the oldest frame on; up to a window minus a frame before the newest frame's end)."""
+        got = self._linear(lo, hi) if self.linear else None
+        self.rebuilt_by = "mask" if got is None else "linear"
+        return got if got is not None else self._masked(lo, hi)
+
+    def _linear(self, lo: int, hi: int) -> tuple[int, np.ndarray] | None:
+        """[lo, hi) from the raw ring with the echo subtracted (clipped to what was recorded), or None."""
+        first = (self.count - len(self._raw)) * self.frame  # sample number of the ring's first sample
+        hi = min(hi, self.count * self.frame)
+        if not self._raw or hi <= lo or lo < first:
+            return None
+        near = np.concatenate([n for n, _ in self._raw])
+        far = np.concatenate([f for _, f in self._raw])
+        out = echo_path.rebuild(near, far, lo - first, hi - first, self.rate)
+        return None if out is None else (lo, out)
+
+    def _masked(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
         first = self.count - len(self._frames)  # the oldest kept frame's number
         lo, hi = max(lo, first * self.frame), min(hi, (self.count + 1) * self.frame - self.window)
         if hi <= lo:

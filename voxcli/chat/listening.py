@@ -12,8 +12,10 @@ capture thread and pause the reply before that run completes; with the detector
 wired (`hear_double_talk`), a barge-in also needs one of its onsets, recent: the
 speech run and an echo word the ASR misheard are not enough. A pause on an onset
 also gives the ASR back the user's first word, which AEC3 lost under the reply:
-the raw microphone masked by the detector's echo bound (`voxcli.audio.echo_mask`),
-patched into the streamer's buffer (`_patch_first_word`).
+the raw microphone with the reply's echo subtracted by a linear fit made at that
+moment (`voxcli.audio.echo_path`), or masked by the detector's echo bound where no
+fit can be trusted (`voxcli.audio.echo_mask`), patched into the streamer's buffer
+(`_patch_first_word`).
 
 When an utterance starts and ends is the streamer's decision, not a second
 endpointer's: its `UtteranceEdge` events (`subscribe`) stamp each `Utterance`
@@ -279,11 +281,12 @@ class ListeningMixin:
                 self.error = e
 
     def _patch_first_word(self) -> None:
-        """Patch [pause - PRE_S, pause + POST_S) of what the ASR heard with the masked raw microphone.
+        """Patch [pause - PRE_S, pause + POST_S) of what the ASR heard with the rebuilt raw microphone.
 
         Why: the onset comes up to ~0.3 s after the user's first word, which AEC3 lost under the
         loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the pause too; the
-        mask keeps what the echo cannot explain (`voxcli.audio.echo_mask`). Called from `feed` on
+        raw microphone minus the fitted echo keeps the user (`voxcli.audio.echo_path`; the mask,
+        `voxcli.audio.echo_mask`, where no fit can be trusted). The fit takes ~15 ms. Called from `feed` on
         the capture thread (that of `near_speech`), once the span's audio was fed: the patch queues
         behind it. Not done when the ASR dropped audio since the pause (its sample numbers moved).
         """
