@@ -47,6 +47,7 @@ baseline). The machine may be shared: the load (`os.getloadavg`) is printed with
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import subprocess
@@ -218,7 +219,7 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                     fed.append(np.concatenate([[now, agent._fed], b]))
                 agent.feed(b)
 
-        threading.Thread(target=listen, daemon=True).start()
+        (listener := threading.Thread(target=listen, daemon=True)).start()
         try:
             if not args.self_turns:  # the same speech through the same path with no reply: the WER baseline
                 n0 = len(srv.records)
@@ -266,11 +267,9 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                 wait(lambda: not agent.busy(), 30)
                 time.sleep(0.5)
         finally:
-            agent.close()
-            mic.close()
-            voice_of_user.close()
-            speaker.close()
-            models.llm.close()
+            for closable in (agent, mic, voice_of_user, speaker, models.llm):
+                closable.close()
+            listener.join(2.0)  # it ends within a read of the closed mic
     return rows
 
 
@@ -292,7 +291,6 @@ def heard_turn(srv: Any, n0: int, k: int) -> str | None:
 
 def wer_of(text: str | None) -> float | None:
     from voxcli.bench.wer import word_errors
-
     return None if text is None else round(word_errors(USER_TEXT, text).rate, 3)
 
 
@@ -391,6 +389,7 @@ def main() -> None:
     module = load_sink()
     try:
         rows = session(args)
+        gc.collect()  # the session's cycles (agent <-> probe) go now, not after the bindings' leak check at exit
     finally:
         subprocess.run(["pactl", "unload-module", module], capture_output=True, timeout=10)
     summary(rows, bool(args.self_turns))
