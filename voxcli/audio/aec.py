@@ -159,6 +159,8 @@ class EchoCanceller:
         if self.detector is not None and self._jumps != (jumps := self._anchor.jumps + self.reference.reanchors):
             self._jumps = jumps
             self.detector.reset()  # a placement jumped: no onset on this frame's say alone
+            if self.mask is not None:
+                self.mask.cut()  # nor a linear fit across it: the echo's delay moved
         out: list[np.ndarray] = []
         i = 0
         while x.size - i >= self.frame:

@@ -84,17 +84,28 @@ class EchoMask:
         self._frames.append(masked)
         self.count += 1
 
+    def cut(self) -> None:
+        """Forget the raw frames so far: the reference's placement jumped (a fit across it would mix two
+        delays); the frames from the next one on are one run again."""
+        self._raw.clear()
+
     def audio(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
         """Samples [lo, hi) rebuilt: the microphone minus the fitted echo (`echo_path.rebuild`) when a fit can
         be trusted, else the masked spectra by overlap-add, clipped to the samples every window of which is
         kept (from the oldest frame on; up to a window minus a frame before the newest frame's end)."""
-        got = self._linear(lo, hi) if self.linear else None
+        got = None
+        if self.linear:
+            try:
+                got = self._linear(lo, hi)
+            except Exception:  # noqa: BLE001 - on the capture thread: the mask is always there to stand in
+                got = None
         self.rebuilt_by = "mask" if got is None else "linear"
         return got if got is not None else self._masked(lo, hi)
 
     def _linear(self, lo: int, hi: int) -> tuple[int, np.ndarray] | None:
         """[lo, hi) from the raw ring with the echo subtracted (clipped to what was recorded), or None."""
         first = (self.count - len(self._raw)) * self.frame  # sample number of the ring's first sample
+        # (the ring ends with the newest frame: `record` appends every frame, `cut` empties it)
         hi = min(hi, self.count * self.frame)
         if not self._raw or hi <= lo or lo < first:
             return None

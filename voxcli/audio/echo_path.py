@@ -14,27 +14,35 @@ user's WER 0.000 over 32 barge-ins with this rebuild (29 by the fit, 3 by the
 mask standing in; 18 onsets 200 ms or more after the first word), 0.016 over
 32 with the mask alone; 0.000 with no reply playing.
 
-It is made once, when a barge-in needs it, from the raw microphone and the
-reference the capture stage kept (`EchoMask`): the echo path is fitted by
-least squares (an FIR of `TAPS` from the echo's delay) on the reply's last
-stretch before the user, and subtracted over the span. No adaptive filter runs
-on every frame, and the user cannot be learnt as echo: they are not in the fit.
+It is made once, when a barge-in needs it (35-45 ms of one core, on the
+capture thread), from the raw microphone and the reference the capture stage
+kept (`EchoMask`): the echo path is fitted by least squares (an FIR of `TAPS`
+from the echo's delay, exact normal equations) on the reply before the span,
+and subtracted over it. No adaptive filter runs on every frame, and the fit
+takes only the blocks the reference explains (`MIN_CORR`): a block where the
+user talks, or the reply is quiet, is left out.
 
 The echo's delay against the placed reference is not constant: the capture
 and the output stream each follow their PortAudio stamps (`aec_ref.Anchor`),
 and each drift correction moves the placement by ~2 ms (on the null sink the
-delay steps between two values ~33 samples apart every second or so). So the
-fit uses only the longest stretch of one delay (`BLOCK_S` blocks whose
-cross-correlation peaks at the same lag), and the subtraction follows a step
-inside the span: each `SPAN_BLOCK` takes the shift of the echo estimate
-(within `MAX_SHIFT`) that leaves the least, changing shift only when that is
-`SWITCH_DB` better than keeping it (the user's own voice must not steer it).
-Where no stretch is long and clear enough, or the fit explains too little of
-the echo (`MIN_ERLE_DB`; a room this FIR does not hold), `rebuild` returns None
-and the mask stands in.
+delay steps between two values ~33 samples apart every second or so; a jump
+of placement cuts the kept frames, `EchoMask.cut`). So the fit uses the
+longest stretch of one delay (`BLOCK_S` blocks whose cross-correlation peaks
+at the same lag), and the subtraction follows a step inside the span: each
+`SPAN_BLOCK` takes the shift of the echo estimate (within `MAX_SHIFT`) that
+leaves the least, from the sample where it starts to, changing shift only
+when that is `SWITCH_DB` better than keeping it (the user's own voice must not
+steer it). `rebuild` returns None, and the mask stands in, where no stretch
+is long and clear enough, where the latest delay is out of the shifts' reach,
+or where the fit takes less than `MIN_ERLE_DB` off its own stretch or off a
+clear block after it. What passes is a path close to one delayed copy of the
+reply: the null sink, a speaker whose direct path carries most of the echo.
+A reverberant room (the synthetic one of the tests: 300 ms RT60, a soft-clipped
+speaker) correlates under `MIN_CORR` at any one lag and gets the mask.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -55,6 +63,7 @@ MIN_STRETCH_S: Final = 0.2
 TAPS: Final = 512
 """The fitted echo path (32 ms at 16 kHz from `PRE_TAPS` before the delay: the path and its early room)."""
 PRE_TAPS: Final = 32
+"""Taps before the echo's delay (a fractional delay and a sink's resampler smear it both ways)."""
 REG: Final = 1e-4
 """Ridge on the fit, relative to the reference's power (a reply's quiet bands do not blow the filter up)."""
 MIN_ERLE_DB: Final = 10.0
@@ -73,21 +82,37 @@ def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = 160
     """near[lo:hi] with the reply's echo subtracted, or None when no fit can be trusted.
 
     `near` and `far` are the raw microphone and the reference each of its frames was given, sample
-    for sample; the fit looks at what comes before `lo` (up to `FIT_S`).
+    for sample (one run of frames with no jump of placement in it); the fit looks at what comes before
+    `lo` (up to `FIT_S`).
     """
     near, far = np.asarray(near, np.float64), np.asarray(far, np.float64)
     max_lag, block = int(MAX_LAG_S * rate), int(BLOCK_S * rate)
     start = max(max_lag + TAPS, lo - int(FIT_S * rate))
-    if lo - start < block or hi > near.size or lo < 0:
+    if lo - start < block or hi > near.size or hi <= lo or far.size < near.size:
         return None
-    run = longest_stretch(block_delays(near, far, start, lo, block, max_lag), block)
-    if run is None or run[1] - run[0] < MIN_STRETCH_S * rate:
+    if not (np.isfinite(near[start - max_lag - TAPS : hi]).all() and np.isfinite(far[: hi]).all()):
         return None
-    a, b, delay = run
-    h, first = fit(near[a:b], far[a - max_lag - TAPS : b], delay, max_lag + TAPS)
-    if h is None or erle_db(near[a:b], _subtract(near, far, h, first, a, b)) < MIN_ERLE_DB:
+    delays = block_delays(near, far, start, lo, block, max_lag)
+    run = longest_stretch(delays, block)
+    if run is None or sum(e - s for s, e in run.segments) < MIN_STRETCH_S * rate:
         return None
-    return follow(near, far, h, first, lo, hi).astype(np.float32)
+    latest = [(s, d) for s, d, c in delays if c >= MIN_CORR][-1]
+    shift = latest[1] - run.delay  # where the echo is now, against the fitted path
+    shift = 0 if abs(shift) <= DELAY_TOL else shift  # the same delay (a fractional one wobbles by a sample)
+    if abs(shift) > MAX_SHIFT - DELAY_TOL:
+        return None  # the delay moved past what `follow` reaches since the fit's stretch
+    h, first = fit(near, far, run.segments, run.delay)
+    if h is None:
+        return None
+    own = [erle_db(near[s:e], near[s:e] - _estimate(far, h, first, s, e)) for s, e in run.segments]
+    if not min(own) >= MIN_ERLE_DB:  # (NaN fails too)
+        return None
+    if latest[0] >= run.segments[-1][1]:  # a clear block after the stretch: the fit must hold there too
+        s, e = latest[0], latest[0] + block
+        if not erle_db(near[s:e], follow(near, far, h, first, s, e, shift)) >= MIN_ERLE_DB:
+            return None
+    out = follow(near, far, h, first, lo, hi, shift)
+    return out.astype(np.float32) if np.isfinite(out).all() else None
 
 
 def block_delays(near: np.ndarray, far: np.ndarray, lo: int, hi: int, block: int,
@@ -105,42 +130,84 @@ def block_delays(near: np.ndarray, far: np.ndarray, lo: int, hi: int, block: int
     return out
 
 
-def longest_stretch(delays: list[tuple[int, int, float]], block: int) -> tuple[int, int, int] | None:
-    """(first sample, end sample, delay) of the longest run of clear blocks with one delay (the latest of
-    equals), or None. Unclear blocks (`MIN_CORR`) neither end a run nor join it; a clear block with
-    another delay ends it. Not just the latest run: the one before a step of the delay fits the same
-    path, and `follow` finds the step."""
-    clear = [(s, d) for s, d, c in delays if c >= MIN_CORR]
-    runs: list[tuple[int, int, int]] = []
-    for s, d in clear:
-        if runs and abs(d - runs[-1][2]) <= DELAY_TOL:
-            runs[-1] = (runs[-1][0], s + block, runs[-1][2])
+@dataclass
+class Stretch:
+    """Clear blocks with one echo delay: `segments` [start, end) of consecutive ones (what is fitted)."""
+
+    delay: int
+    segments: list[tuple[int, int]]
+
+
+def longest_stretch(delays: list[tuple[int, int, float]], block: int) -> Stretch | None:
+    """The stretch with the most clear blocks (the latest of equals), or None.
+
+    Unclear blocks (`MIN_CORR`: the user talking, a quiet reply, no reference) neither end a stretch
+    nor join it, so they are never fitted; a clear block with another delay ends it. Not just the
+    latest stretch: the one before a step of the delay fits the same path, and `follow` finds the step."""
+    runs: list[Stretch] = []
+    joined = False  # the previous block joined the last stretch (a clear block next to it extends its segment)
+    for s, d, c in delays:
+        if c < MIN_CORR:
+            joined = False
+            continue
+        if runs and abs(d - runs[-1].delay) <= DELAY_TOL:
+            segs = runs[-1].segments
+            segs[-1:] = [(segs[-1][0], s + block)] if joined else [segs[-1], (s, s + block)]
         else:
-            runs.append((s, s + block, d))
-    return max(reversed(runs), key=lambda r: r[1] - r[0]) if runs else None
+            runs.append(Stretch(d, [(s, s + block)]))
+        joined = True
+    size = lambda r: sum(e - s for s, e in r.segments)  # noqa: E731
+    return max(reversed(runs), key=size) if runs else None
 
 
-def fit(near: np.ndarray, far: np.ndarray, delay: int, before: int) -> tuple[np.ndarray | None, int]:
-    """Least-squares FIR (`TAPS`) from `far` to `near`, starting `PRE_TAPS` before `delay`.
+def fit(near: np.ndarray, far: np.ndarray, segments: list[tuple[int, int]],
+        delay: int) -> tuple[np.ndarray | None, int]:
+    """Least-squares FIR (`TAPS`) from `far` to `near` over `segments`, from `PRE_TAPS` before `delay`.
 
-    `far` starts `before` samples before `near`; returns (h, first) where h[j] weighs far `first + j`
-    samples back (None if the system is singular)."""
+    Returns (h, first): h[j] weighs far `first + j` samples back (None if the system is singular).
+    The normal equations are exact (`_gram`): the autocorrelation method's edge errors cost ~25 dB of
+    the fit on speech (the reviewer's measurement: median 36.7 against 61.2 dB)."""
     first = max(0, delay - PRE_TAPS)
-    n = near.size
-    # columns: far delayed by first .. first + TAPS - 1 samples, over near's span
-    m = 1 << int(np.ceil(np.log2(n + TAPS)))
-    x = far[before - first - TAPS + 1 : before - first + n]  # x[i + TAPS - 1 - j] = far delayed by first + j at i
-    X, Y = np.fft.rfft(x, m), np.fft.rfft(near, m)
-    r = np.fft.irfft(np.conj(Y) * X, m)  # r[k] = sum_i near[i] x[i + k]
-    rhs = r[TAPS - 1 :: -1][:TAPS]  # j -> k = TAPS - 1 - j
-    seg = x[TAPS - 1 :]
-    ac = np.fft.irfft(np.abs(np.fft.rfft(seg, m)) ** 2, m)[:TAPS]  # stationary approximation of the Gram matrix
-    gram = ac[np.abs(np.subtract.outer(np.arange(TAPS), np.arange(TAPS)))]
+    gram, rhs = np.zeros((TAPS, TAPS)), np.zeros(TAPS)
+    for s, e in segments:
+        n = e - s
+        x = far[s - first - TAPS + 1 : e - first]  # x[i + TAPS - 1 - j] is far delayed by first + j at s + i
+        m = 1 << int(np.ceil(np.log2(n + TAPS)))
+        c = np.fft.irfft(np.conj(np.fft.rfft(near[s:e], m)) * np.fft.rfft(x, m), m)  # c[k] = sum_i near[s+i] x[i+k]
+        rhs += c[TAPS - 1 :: -1][:TAPS]  # j -> k = TAPS - 1 - j
+        gram += _gram(x, n)  # (in S's order: j = TAPS - 1 - p, reversed once below)
+    gram = np.ascontiguousarray(gram[::-1, ::-1])
     try:
-        h = np.linalg.solve(gram + REG * max(float(ac[0]), 1e-12) * np.eye(TAPS), rhs)
+        gram[np.diag_indices(TAPS)] += REG * max(float(np.trace(gram)) / TAPS, 1e-12)
+        h = np.linalg.solve(gram, rhs)
     except np.linalg.LinAlgError:
         return None, first
-    return h, first
+    return (h, first) if np.isfinite(h).all() else (None, first)
+
+
+def _gram(x: np.ndarray, n: int) -> np.ndarray:
+    """S[p, q] = sum_{i<n} x[i + p] x[i + q] (p, q < T = `TAPS`; x holds n + T - 1 samples), exactly: the
+    normal matrix of the fit is G[j, l] = S[T-1-j, T-1-l].
+
+    S(p+1, q+1) = S(p, q) - x[p]x[q] + x[n+p]x[n+q], so each
+    diagonal is its first entry (one FFT correlation) plus a running sum, all diagonals at once."""
+    m = 1 << int(np.ceil(np.log2(n + 2 * TAPS)))
+    first_row = np.fft.irfft(np.conj(np.fft.rfft(x[:n], m)) * np.fft.rfft(x, m), m)[:TAPS]  # S(0, d)
+    xp = np.concatenate([x, np.zeros(TAPS)])  # (entries past x are never used: p + d < T)
+    view = np.lib.stride_tricks.sliding_window_view
+    head, tail = view(xp[: 2 * TAPS - 2], TAPS), view(xp[n : n + 2 * TAPS - 2], TAPS)  # [r, d] = x[r + d], x[n + r + d]
+    step = xp[n : n + TAPS - 1] * tail.T - xp[: TAPS - 1] * head.T  # [d, r]: S(r+1, r+1+d) - S(r, r+d)
+    np.cumsum(step, axis=1, out=step)  # (along the rows: contiguous)
+    diag = np.empty((TAPS, TAPS))  # diag[p, d] = S(p, p + d)
+    diag[0] = first_row
+    diag[1:] = first_row + step.T
+    skew = np.zeros((TAPS, 2 * TAPS))  # skew[p, p + d] = diag[p, d]: the upper triangle in its first TAPS columns
+    rows = np.lib.stride_tricks.as_strided(skew, (TAPS, TAPS), (skew.strides[0] + skew.strides[1], skew.strides[1]))
+    rows[...] = diag
+    upper = skew[:, :TAPS]
+    S = upper + upper.T
+    S[np.diag_indices(TAPS)] -= np.diag(upper)
+    return S
 
 
 def _estimate(far: np.ndarray, h: np.ndarray, first: int, lo: int, hi: int) -> np.ndarray:
@@ -151,24 +218,29 @@ def _estimate(far: np.ndarray, h: np.ndarray, first: int, lo: int, hi: int) -> n
     return np.convolve(seg, h, mode="valid")
 
 
-def _subtract(near: np.ndarray, far: np.ndarray, h: np.ndarray, first: int, lo: int, hi: int) -> np.ndarray:
-    return near[lo:hi] - _estimate(far, h, first, lo, hi)
+def follow(near: np.ndarray, far: np.ndarray, h: np.ndarray, first: int, lo: int, hi: int,
+           shift: int = 0) -> np.ndarray:
+    """near[lo:hi] minus the echo, each `SPAN_BLOCK` with the shift of the estimate that `SWITCH_DB` allows.
 
-
-def follow(near: np.ndarray, far: np.ndarray, h: np.ndarray, first: int, lo: int, hi: int) -> np.ndarray:
-    """near[lo:hi] minus the echo, each `SPAN_BLOCK` with the shift of the estimate that `SWITCH_DB` allows."""
+    A block that changes shift changes it at the sample that leaves the least (a step of the delay
+    falls anywhere in a block; switching at the block's edge left its 20 ms of echo whole)."""
     est = _estimate(far, h, first, lo - MAX_SHIFT, hi + MAX_SHIFT)  # est[i] is the echo at lo - MAX_SHIFT + i
     out = np.empty(hi - lo)
-    shift, switch = 0, 10 ** (SWITCH_DB / 10)
+    switch = 10 ** (SWITCH_DB / 10)
     for s in range(lo, hi, SPAN_BLOCK):
         e = min(hi, s + SPAN_BLOCK)
         base = s - lo + MAX_SHIFT  # est index of sample s at shift 0
         left = [near[s:e] - est[base - k : base - k + e - s] for k in range(-MAX_SHIFT, MAX_SHIFT + 1)]
         energy = np.array([float(r @ r) for r in left])
-        best = int(np.argmin(energy))
-        if energy[best] * switch < energy[shift + MAX_SHIFT]:
+        best, old = int(np.argmin(energy)), left[shift + MAX_SHIFT]
+        new = left[best]
+        cost = np.cumsum(np.concatenate([[0.0], old**2])) + float(new @ new) - np.cumsum(np.concatenate([[0.0], new**2]))
+        m = int(np.argmin(cost))  # the old shift before sample m, the best one from it
+        if cost[m] * switch < energy[shift + MAX_SHIFT]:
+            out[s - lo : e - lo] = np.concatenate([old[:m], new[m:]])
             shift = best - MAX_SHIFT
-        out[s - lo : e - lo] = left[shift + MAX_SHIFT]
+        else:
+            out[s - lo : e - lo] = old
     return out
 
 

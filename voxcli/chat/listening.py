@@ -286,7 +286,7 @@ class ListeningMixin:
         Why: the onset comes up to ~0.3 s after the user's first word, which AEC3 lost under the
         loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the pause too; the
         raw microphone minus the fitted echo keeps the user (`voxcli.audio.echo_path`; the mask,
-        `voxcli.audio.echo_mask`, where no fit can be trusted). The fit takes ~15 ms. Called from `feed` on
+        `voxcli.audio.echo_mask`, where no fit can be trusted). The fit takes ~40 ms. Called from `feed` on
         the capture thread (that of `near_speech`), once the span's audio was fed: the patch queues
         behind it. Not done when the ASR dropped audio since the pause (its sample numbers moved).
         """
