@@ -251,7 +251,7 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
                     loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
                 row.update(stop=arm, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
-                           rebuilt_by=canceller.mask.rebuilt_by,
+                           rebuilt_by=canceller.mask.rebuilt_by, raw_kept_s=canceller.mask.raw_kept_s,
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
                            asr_dropped_s=round(agent.asr.stats.dropped_s, 2),  # cumulative

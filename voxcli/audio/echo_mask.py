@@ -65,6 +65,8 @@ class EchoMask:
         """Try the linear subtraction first (`echo_path`); False: the mask alone (benchmarks compare them)."""
         self.rebuilt_by: str | None = None
         """What rebuilt the last span: "linear" or "mask" (None: nothing yet)."""
+        self.raw_kept_s = 0.0
+        """Raw audio kept when the last span was rebuilt (short after a cut: too little for a fit)."""
 
     def record(self, spectrum: np.ndarray | None, band: np.ndarray, above: np.ndarray,
                near: np.ndarray | None = None, far: np.ndarray | None = None) -> None:
@@ -93,7 +95,7 @@ class EchoMask:
         """Samples [lo, hi) rebuilt: the microphone minus the fitted echo (`echo_path.rebuild`) when a fit can
         be trusted, else the masked spectra by overlap-add, clipped to the samples every window of which is
         kept (from the oldest frame on; up to a window minus a frame before the newest frame's end)."""
-        got = None
+        got, self.raw_kept_s = None, len(self._raw) * self.frame / self.rate
         if self.linear:
             try:
                 got = self._linear(lo, hi)
