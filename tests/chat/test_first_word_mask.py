@@ -62,11 +62,11 @@ def inputs(voice_bundle, speech_samples) -> tuple[np.ndarray, np.ndarray]:
 
 
 def converse(reply: np.ndarray, user: np.ndarray, at_s: float, mask: bool, asr_bundle, vad_bundle,
-             linear: bool = True, rebuilt: list | None = None):
+             linear: bool = True, rebuilt: list | None = None, latency_s: float = 0.0):
     """The user from `at_s` over the reply; returns (speaker calls, patches sent, pause sample, transcript).
 
     `linear` False: the first word rebuilt by the echo mask alone (no `voxcli.audio.echo_path` fit);
-    `rebuilt` gets what rebuilt it."""
+    `rebuilt` gets what rebuilt it; the speaker's output latency is `latency_s`."""
     n = reply.size + SR
     u = np.zeros(n, np.float32)
     k = int(at_s * SR)
@@ -78,6 +78,7 @@ def converse(reply: np.ndarray, user: np.ndarray, at_s: float, mask: bool, asr_b
                       max_pending_s=120.0)  # the whole input fits: nothing dropped, however slow the worker
     threading.Thread(target=lambda: list(asr.captions), daemon=True).start()
     ears = Agent(sp := PausingSpeaker(), asr)
+    sp.output_latency_s = latency_s  # type: ignore[attr-defined]
     ears.hear_double_talk(c)
     if not mask:
         ears._masking = None
@@ -140,3 +141,13 @@ def test_a_quiet_user_found_late_gets_the_first_word_from_the_fit(inputs, asr_bu
     calls, patches, _, fitted = converse(reply, quiet, 3.4, True, asr_bundle, vad_bundle, rebuilt=rebuilt)
     assert calls == ["pause"] and len(patches) == 1 and rebuilt[-1] == "linear"
     assert _words(fitted)[:4] == ["it", "was", "the", "best"], fitted
+
+
+def test_the_span_runs_on_by_the_speakers_output_latency(inputs, asr_bundle, vad_bundle) -> None:
+    """A reply falls silent an output latency after the pause (~50 ms once a stream reopened at the high
+    latency), and AEC3 suppresses ~0.15 s after that: the span covers it."""
+    reply, user = inputs
+    calls, patches, paused, text = converse(reply, user, 4.0, True, asr_bundle, vad_bundle, latency_s=0.05)
+    assert calls == ["pause"] and len(patches) == 1
+    assert patches[0][1] == int((PRE_S + POST_S + 0.05) * SR)
+    assert _words(text)[:4] == ["it", "was", "the", "best"], text

@@ -104,8 +104,9 @@ def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = 160
     h, first = fit(near, far, run.segments, run.delay)
     if h is None:
         return None
-    own = [erle_db(near[s:e], near[s:e] - _estimate(far, h, first, s, e)) for s, e in run.segments]
-    if not min(own) >= MIN_ERLE_DB:  # (NaN fails too)
+    fitted = np.concatenate([near[s:e] for s, e in run.segments])
+    left = np.concatenate([near[s:e] - _estimate(far, h, first, s, e) for s, e in run.segments])
+    if not erle_db(fitted, left) >= MIN_ERLE_DB:  # over the whole stretch: a quiet block alone says little (NaN fails too)
         return None
     if latest[0] >= run.segments[-1][1]:  # a clear block after the stretch: the fit must hold there too
         s, e = latest[0], latest[0] + block

@@ -291,5 +291,10 @@ class DeviceSpeaker:
     def played_samples(self) -> int:
         return self._player.heard()
 
+    @property
+    def output_latency_s(self) -> float:
+        """What still plays after a `pause`/`stop` (the stream's output latency)."""
+        return self._player.latency
+
     def close(self) -> None:
         self._player.abort()

@@ -94,8 +94,9 @@ class ListeningMixin:
     """The fed sample at the detector's last onset (None: none yet)."""
     _masking: Any = None
     """The canceller whose `mask` rebuilds the first word after a pause on an onset (None: not done)."""
-    _mask_at: tuple[int, int] | None = None
-    """(fed sample of a pause on an onset, ASR samples dropped then): its span waits for `POST_S` of audio."""
+    _mask_at: tuple[int, int, int] | None = None
+    """(fed sample of a pause on an onset, ASR samples dropped then, samples of the span after the pause): the
+    span waits for that much audio (`POST_S` and the speaker's output latency)."""
 
     def hear_double_talk(self, canceller: Any) -> None:
         """Wire a `voxcli.audio.aec.EchoCanceller`'s double-talk onsets to `near_speech` (chat with AEC).
@@ -136,7 +137,7 @@ class ListeningMixin:
             self._fed += a.size
             self._feed_clock.record(self._fed, now)
         self.asr.send(a, block=False)  # live mic: drop-behind (counted in asr.stats.dropped_s), never stall capture
-        if self._mask_at is not None and self._fed >= self._mask_at[0] + int((POST_S + TRAIL_S) * SAMPLE_RATE):
+        if self._mask_at is not None and self._fed >= self._mask_at[0] + self._mask_at[2] + int(TRAIL_S * SAMPLE_RATE):
             self._patch_first_word()
         if not self._shared_vad:
             self._on_probs(self.vad.probs(a))
@@ -275,25 +276,30 @@ class ListeningMixin:
                     self._pause(reply, run_seen=self._run_frames > 0, by_onset=True)
                     c = self._masking
                     if self._paused_at is not None and c is not None:  # the span ends with this frame
-                        self._mask_at = (self._fed + c.mask.count * c.mask.frame - c.returned, self._dropped())
+                        post = POST_S + min(0.2, float(getattr(self.speaker, "output_latency_s", 0.0) or 0.0))
+                        self._mask_at = (self._fed + c.mask.count * c.mask.frame - c.returned, self._dropped(),
+                                         int(post * SAMPLE_RATE))
         except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
             if self.error is None:
                 self.error = e
 
     def _patch_first_word(self) -> None:
-        """Patch [pause - PRE_S, pause + POST_S) of what the ASR heard with the rebuilt raw microphone.
+        """Patch [pause - PRE_S, pause + POST_S + output latency) of what the ASR heard with the rebuilt raw
+        microphone.
 
         Why: the onset comes up to ~0.3 s after the user's first word, which AEC3 lost under the
-        loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the pause too; the
+        loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the reply falls
+        silent too, which is the speaker's output latency after the pause (9 ms at PortAudio's low
+        latency, ~50 ms once a stream reopened at the high one, `voxcli.audio.player`); the
         raw microphone minus the fitted echo keeps the user (`voxcli.audio.echo_path`; the mask,
         `voxcli.audio.echo_mask`, where no fit can be trusted). The fit takes ~40 ms. Called from `feed` on
         the capture thread (that of `near_speech`), once the span's audio was fed: the patch queues
         behind it. Not done when the ASR dropped audio since the pause (its sample numbers moved).
         """
-        (p, dropped), self._mask_at = self._mask_at, None
+        (p, dropped, post), self._mask_at = self._mask_at, None
         c = self._masking
         off = self._fed - c.returned  # fed sample of the canceller's output sample 0 (all it returned was fed)
-        lo, audio = c.mask.audio(p - int(PRE_S * SAMPLE_RATE) - off, p + int(POST_S * SAMPLE_RATE) - off)
+        lo, audio = c.mask.audio(p - int(PRE_S * SAMPLE_RATE) - off, p + post - off)
         if audio.size and self._dropped() == dropped:
             self.asr.patch(lo + off - dropped, audio)
 
