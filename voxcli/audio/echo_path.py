@@ -8,11 +8,12 @@ user stands 6 dB above the loudest echo possible, and an onset told 250-300 ms
 after the first word means the user was under the echo in most bins: those
 barge-ins kept the user's WER at 0.034 against 0.000 without echo
 (benchmarks/bench_barge_in.py, 87 trials). A subtraction keeps the user at
-any level. Two interleaved runs of `python benchmarks/bench_barge_in.py
---trials 32 --arms onset,onset-maskonly` (2026-12-02, load 0.3-1.2): the
-user's WER 0.000 over 32 barge-ins with this rebuild (29 by the fit, 3 by the
-mask standing in; 18 onsets 200 ms or more after the first word), 0.016 over
-32 with the mask alone; 0.000 with no reply playing.
+any level. Seven interleaved runs of `python benchmarks/bench_barge_in.py
+--trials 32 --arms onset,onset-maskonly` (2026-12-02, load 0.3-1.8; README):
+the user's WER 0.007 over 111 barge-ins with this rebuild (62 onsets 200 ms
+or more after the first word), 0.014 over 112 with the mask alone, 0.000 with
+no reply playing; the last two, on this code, 0.000 over 32, all rebuilt by
+the fit.
 
 It is made once, when a barge-in needs it (35-45 ms of one core, on the
 capture thread), from the raw microphone and the reference the capture stage
