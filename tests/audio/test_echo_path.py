@@ -87,6 +87,7 @@ def test_no_fit_without_an_echo_to_fit(reply, user) -> None:
     assert echo_path.rebuild(near, np.zeros_like(far), lo, hi) is None  # no reference known
     assert echo_path.rebuild(near, far, int(0.05 * SR), int(0.5 * SR)) is None  # no reply before the span
     assert echo_path.rebuild(near, far, lo, near.size + 1) is None  # a span past what was recorded
+    assert echo_path.rebuild(near, far, lo, hi, rate=48000) is None  # its sample counts are for 16 kHz
 
 
 def test_the_fit_is_exact_and_a_step_of_delay_is_followed_inside_a_block() -> None:

@@ -48,6 +48,8 @@ from typing import Final
 
 import numpy as np
 
+RATE: Final = 16000
+"""The rate the sample counts below are for (chat's capture; any other gets the mask)."""
 FIT_S: Final = 2.0
 """Reply searched for the fit, before the span (the user is not in it: the span starts `PRE_S` before the pause)."""
 BLOCK_S: Final = 0.1
@@ -86,6 +88,8 @@ def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = 160
     for sample (one run of frames with no jump of placement in it); the fit looks at what comes before
     `lo` (up to `FIT_S`).
     """
+    if rate != RATE:
+        return None  # the taps, shifts and blocks are counted at the capture stage's rate
     near, far = np.asarray(near, np.float64), np.asarray(far, np.float64)
     max_lag, block = int(MAX_LAG_S * rate), int(BLOCK_S * rate)
     start = max(max_lag + TAPS, lo - int(FIT_S * rate))
