@@ -6,13 +6,16 @@
     python benchmarks/bench_barge_in.py --self-turns 20 # 20 replies heard back at full level: false barge-ins
     python benchmarks/bench_barge_in.py --save DIR      # also each trial's cancelled audio as fed (offline decodes)
     python benchmarks/bench_barge_in.py --arms onset,onset-nomask  # with/without the first word's patch, interleaved
+    python benchmarks/bench_barge_in.py --room          # the echo through a room (room_relay.py), not the sink alone
 
 The room is a private PulseAudio null sink: the agent's reply (DeviceSpeaker,
 with the echo canceller's tap) plays into it, its monitor is the microphone
 (CancelledMic: AEC3 on), and the "user" (the speech-samples Two Cities
 recording from its first word, `speech_onset`, as loud as the reply) is played into the
 same sink by a second output stream that was opened before the session, so
-opening it is not measured. Every time is a PortAudio DAC stamp on the
+opening it is not measured. With `--room` the microphone is a second sink's monitor, and the
+reply reaches it through `room_relay.RoomRelay` (a soft-clipped speaker, a 300 ms room response,
+a delay that drifts); the user plays into that second sink. Every time is a PortAudio DAC stamp on the
 monotonic clock (`voxcli.audio.aec_ref.PlayHead`):
 
   user0   the user's first word reaches the sink
@@ -50,7 +53,6 @@ import argparse
 import gc
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -60,9 +62,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from room_relay import Sinks  # noqa: E402 - (benchmarks/ is the script's directory)
 
 SR = 16000
-SINK = f"voxbarge{os.getpid()}"
 QUESTION = "What is the weather like this week?"
 LONG_REPLY = ("Tomorrow looks bright, with a gentle breeze from the west and a high of twenty two degrees. "
               "In the evening there may be a light shower, so an umbrella would not hurt. On Thursday the "
@@ -72,14 +74,6 @@ USER_END_S = 5.0
 USER_TEXT = "It was the best of times, it was the worst of times."
 PLAY_BEFORE_S = 2.5
 """Reply heard before the user starts (past the canceller's warm-up second)."""
-
-
-def load_sink() -> str:
-    """A private null sink, chosen for every stream this process opens (PULSE_SINK/PULSE_SOURCE)."""
-    loaded = subprocess.run(["pactl", "load-module", "module-null-sink", f"sink_name={SINK}"],
-                            capture_output=True, text=True, timeout=10, check=True)
-    os.environ["PULSE_SINK"], os.environ["PULSE_SOURCE"] = SINK, f"{SINK}.monitor"
-    return loaded.stdout.strip()
 
 
 def user_speech(rate_like: np.ndarray) -> tuple[np.ndarray, int]:
@@ -179,7 +173,7 @@ def wait(cond: Any, timeout: float, step: float = 0.01) -> bool:
     return True
 
 
-def session(args: argparse.Namespace) -> list[dict[str, Any]]:
+def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
     from tests.llm.chat_completions_server import ChatServer, Script
     from voxcli.audio.aec import CancelledMic, EchoCanceller
     from voxcli.audio.devices import MicCapture
@@ -198,7 +192,8 @@ def session(args: argparse.Namespace) -> list[dict[str, Any]]:
         user, user_rate = user_speech(models.voice.synthesize(LONG_REPLY[:60]))
         canceller = EchoCanceller(SR)
         speaker = DeviceSpeaker(rate, "pulse", on_played=canceller.reference.tap)
-        voice_of_user = Player(user_rate, "pulse")  # opened now: not part of any barge-in
+        with sinks.user_sink():  # the microphone's sink: with --room, the user is in the room, not in the speaker
+            voice_of_user = Player(user_rate, "pulse")  # opened now: not part of any barge-in
         mic = CancelledMic(MicCapture(SR, "pulse"), canceller)
         agent = Agent(models.llm, models.asr, models.vad, models.voice.open_stream, speaker,
                       AgentConfig(log_turns=False, preemptive=False),
@@ -385,13 +380,14 @@ def main() -> None:
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
     ap.add_argument("--arms", default=None, help="interleave: onset, onset-nomask, onset-maskonly, run-pause")
     ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")
+    ap.add_argument("--room", action="store_true", help="the echo through a room: a second sink (room_relay.py)")
     args = ap.parse_args()
-    module = load_sink()
+    sinks = Sinks(room=args.room)
     try:
-        rows = session(args)
+        rows = session(args, sinks)
         gc.collect()  # the session's cycles (agent <-> probe) go now, not after the bindings' leak check at exit
     finally:
-        subprocess.run(["pactl", "unload-module", module], capture_output=True, timeout=10)
+        sinks.close()
     summary(rows, bool(args.self_turns))
 
 
