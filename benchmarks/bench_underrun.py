@@ -28,25 +28,7 @@ import sys
 import time
 
 import numpy as np
-
-SINK = f"voxunderrun{os.getpid()}"
-
-
-def _private_sink() -> str:
-    """A null sink of this process's own, chosen for its streams through PULSE_SINK (the user's default
-    sink is left alone); the daemon is started like the device tests start it when none runs."""
-    if subprocess.run(["pactl", "info"], capture_output=True).returncode != 0:
-        subprocess.run(["pulseaudio", "-D", "--exit-idle-time=-1", "--system=false", "--disallow-exit"],
-                       capture_output=True)
-        deadline = time.monotonic() + 10
-        while subprocess.run(["pactl", "info"], capture_output=True).returncode != 0:
-            if time.monotonic() > deadline:
-                sys.exit("bench_underrun: PulseAudio does not start here")
-            time.sleep(0.2)
-    loaded = subprocess.run(["pactl", "load-module", "module-null-sink", f"sink_name={SINK}"],
-                            capture_output=True, text=True, timeout=10, check=True)
-    os.environ["PULSE_SINK"] = SINK
-    return loaded.stdout.strip()
+from room_relay import Sinks  # (benchmarks/ is the script's directory)
 
 
 def _play(arm: str, seconds: float, timeout_s: float) -> dict:
@@ -75,7 +57,7 @@ def main() -> None:
     ap.add_argument("--timeout-s", type=float, default=150.0, help="a trial gives up after this long")
     ap.add_argument("--json", action="store_true", help="one JSON line per trial, then a summary line")
     a = ap.parse_args()
-    module = _private_sink()
+    sinks = Sinks(name=f"voxunderrun{os.getpid()}")  # the user's default sink is left alone
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a cancelled job still stops the busy loops
     busy: list[subprocess.Popen] = []
     rows: list[dict] = []
@@ -94,7 +76,7 @@ def main() -> None:
     finally:
         for b in busy:
             b.kill()
-        subprocess.run(["pactl", "unload-module", module], capture_output=True)
+        sinks.close()
     summary = {arm: statistics.median(x["played_s"] for x in rows if x["arm"] == arm) for arm in a.arms.split(",")}
     print(json.dumps({"event": "summary", "busy": a.busy, "seconds": a.seconds, "median_played_s": summary})
           if a.json else "median wall time to play: " + ", ".join(f"{k} {v:.1f} s" for k, v in summary.items()))

@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
+import time
 from typing import Iterator
 
 import numpy as np
@@ -58,19 +60,11 @@ class RoomRelay:
         self._pending = np.zeros(0, np.float32)
         self.starved = 0
         """Output callbacks that found less than a block queued (silence played for the gap)."""
-        env = {k: os.environ.get(k) for k in ("PULSE_SOURCE", "PULSE_SINK")}
-        try:
-            os.environ["PULSE_SOURCE"], os.environ["PULSE_SINK"] = f"{src}.monitor", dst
+        with pulse_env(PULSE_SOURCE=f"{src}.monitor", PULSE_SINK=dst):
             self._in = sd.InputStream(samplerate=RATE, blocksize=BLOCK, channels=1, dtype="float32",
                                       device="pulse", latency="low", callback=self._take)
             self._out = sd.OutputStream(samplerate=RATE, blocksize=BLOCK, channels=1, dtype="float32",
                                         device="pulse", latency="low", callback=self._give)
-        finally:
-            for k, v in env.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
         self._in.start()
         self._out.start()
 
@@ -119,12 +113,30 @@ class RoomRelay:
                 stream.close()
 
 
+@contextlib.contextmanager
+def pulse_env(**names: str) -> Iterator[None]:
+    """PulseAudio streams opened in here use these PULSE_SINK / PULSE_SOURCE (each stream reads them when
+    it opens); the previous values come back after."""
+    before = {k: os.environ.get(k) for k in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class Sinks:
     """Private null sinks for a benchmark: one (the microphone hears the speaker's sink) or, with `room`,
     two with a `RoomRelay` between them. Every stream this process opens plays into the first and records
-    the microphone's monitor (PULSE_SINK/PULSE_SOURCE), except those opened inside `user_sink()`."""
+    the microphone's monitor (PULSE_SINK/PULSE_SOURCE), except those opened inside `user_sink()`; the
+    user's default sink is left alone. The daemon is started as the device tests start it when none runs."""
 
     def __init__(self, room: bool = False, name: str = f"voxbarge{os.getpid()}") -> None:
+        _daemon()
         self.speaker, self.mic = name, f"{name}room" if room else name
         self._modules = [self._load(self.speaker)] + ([self._load(self.mic)] if room else [])
         os.environ["PULSE_SINK"], os.environ["PULSE_SOURCE"] = self.speaker, f"{self.mic}.monitor"
@@ -136,17 +148,25 @@ class Sinks:
                                 capture_output=True, text=True, timeout=10, check=True)
         return loaded.stdout.strip()
 
-    @contextlib.contextmanager
-    def user_sink(self) -> Iterator[None]:
+    def user_sink(self) -> contextlib.AbstractContextManager[None]:
         """Streams opened in here play into the microphone's sink (the user is in the room, not in the speaker)."""
-        os.environ["PULSE_SINK"] = self.mic
-        try:
-            yield
-        finally:
-            os.environ["PULSE_SINK"] = self.speaker
+        return pulse_env(PULSE_SINK=self.mic)
 
     def close(self) -> None:
         if self.relay is not None:
             self.relay.close()
         for module in self._modules:
             subprocess.run(["pactl", "unload-module", module], capture_output=True, timeout=10)
+
+
+def _daemon() -> None:
+    """Start PulseAudio (as .ci/run and the device tests do) when none answers; exit with a line if it cannot."""
+    if subprocess.run(["pactl", "info"], capture_output=True).returncode == 0:
+        return
+    subprocess.run(["pulseaudio", "-D", "--exit-idle-time=-1", "--system=false", "--disallow-exit"],
+                   capture_output=True)
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pactl", "info"], capture_output=True).returncode != 0:
+        if time.monotonic() > deadline:
+            sys.exit(f"{os.path.basename(sys.argv[0])}: PulseAudio does not start here")
+        time.sleep(0.2)

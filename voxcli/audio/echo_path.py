@@ -48,6 +48,8 @@ from typing import Final
 
 import numpy as np
 
+from voxcli.audio.aec_room import erle_db
+
 RATE: Final = 16000
 """The rate the sample counts below are for (chat's capture; any other gets the mask)."""
 FIT_S: Final = 2.0
@@ -81,7 +83,7 @@ the echo is followed only at the next block the echo dominates (the echo left me
 under the user); a lower bar let the user's voice pick shifts by chance (tested: 8-14 dB less taken off)."""
 
 
-def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = 16000) -> np.ndarray | None:
+def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = RATE) -> np.ndarray | None:
     """near[lo:hi] with the reply's echo subtracted, or None when no fit can be trusted.
 
     `near` and `far` are the raw microphone and the reference each of its frames was given, sample
@@ -111,7 +113,7 @@ def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = 160
         return None
     fitted = np.concatenate([near[s:e] for s, e in run.segments])
     left = np.concatenate([near[s:e] - _estimate(far, h, first, s, e) for s, e in run.segments])
-    if not erle_db(fitted, left) >= MIN_ERLE_DB:  # over the whole stretch: a quiet block alone says little (NaN fails too)
+    if not erle_db(fitted, left) >= MIN_ERLE_DB:  # over the whole stretch: a quiet block alone says little
         return None
     if latest[0] >= run.segments[-1][1]:  # a clear block after the stretch: the fit must hold there too
         s, e = latest[0], latest[0] + block
@@ -248,9 +250,3 @@ def follow(near: np.ndarray, far: np.ndarray, h: np.ndarray, first: int, lo: int
         else:
             out[s - lo : e - lo] = old
     return out
-
-
-def erle_db(before: np.ndarray, after: np.ndarray) -> float:
-    """How much the subtraction took off, in dB (inf when it left nothing)."""
-    a, b = float(np.mean(np.square(before))), float(np.mean(np.square(after)))
-    return float("inf") if b == 0 else 10 * np.log10(max(a, 1e-20) / b)
