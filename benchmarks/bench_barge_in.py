@@ -4,19 +4,18 @@
     python benchmarks/bench_barge_in.py                 # 8 barge-ins, p50/p90 and the terms, the user's WER
     python benchmarks/bench_barge_in.py --compare       # interleaved with the pause on the VAD run only
     python benchmarks/bench_barge_in.py --self-turns 20 # 20 replies heard back at full level: false barge-ins
-    python benchmarks/bench_barge_in.py --save DIR      # also each trial's cancelled audio as fed (offline decodes)
     python benchmarks/bench_barge_in.py --arms onset,onset-nomask  # with/without the first word's patch, interleaved
-    python benchmarks/bench_barge_in.py --room          # the echo through a room (room_relay.py), not the sink alone
+    python benchmarks/bench_barge_in.py --room [0.1]    # the echo through a room (room_relay.py); 0.1: less reverb
 
 The room is a private PulseAudio null sink: the agent's reply (DeviceSpeaker,
 with the echo canceller's tap) plays into it, its monitor is the microphone
 (CancelledMic: AEC3 on), and the "user" (the speech-samples Two Cities
 recording from its first word, `speech_onset`, as loud as the reply) is played into the
 same sink by a second output stream that was opened before the session, so
-opening it is not measured. With `--room` the microphone is a second sink's monitor, and the
-reply reaches it through `room_relay.RoomRelay` (a soft-clipped speaker, a 300 ms room response,
-a delay that drifts); the user plays into that second sink. Every time is a PortAudio DAC stamp on the
-monotonic clock (`voxcli.audio.aec_ref.PlayHead`):
+opening it is not measured. With `--room` the microphone is a second sink's monitor, the reply reaches
+it through `room_relay.RoomRelay` (a soft-clipped speaker, a 300 ms room response whose tail's level is
+TAIL, 0.3 by default, a delay that drifts); the user plays into that second sink. Every time is a
+PortAudio DAC stamp on the monotonic clock (`voxcli.audio.aec_ref.PlayHead`):
 
   user0   the user's first word reaches the sink
   onset   the double-talk detector (`voxcli.audio.doubletalk`, raw mic vs reference) tells the agent
@@ -42,14 +41,15 @@ keeps what the agent was fed in each trial (`trialNN.npz`: blocks, feed times, t
 time, the row, the first word's patch), to decode the same audio again offline without the live ASR's
 scheduling: that tells a signal that lost the user's words from a decode that came out differently.
 `--self-turns N` plays N whole replies with nobody talking and counts the barge-ins (the issue's
-target: 0), the pauses (each one a false pause that played on) and the detector's onsets.
-Each barge-in also records the user's turn as the agent heard it and its WER against
-`USER_TEXT`; the run starts with the same clip played while no reply plays (the no-echo
-baseline). The machine may be shared: the load (`os.getloadavg`) is printed with every figure.
+target: 0), the pauses (each one a false pause that played on), the detector's onsets, and the ERLE
+(`voxcli.audio.aec.EchoLoss`: raw microphone over AEC3's output, after 2 s of the far end).
+Each barge-in also records the user's turn as the agent heard it and its WER against `USER_TEXT`; the run starts
+with the same clip played while no reply plays (the no-echo baseline). The load is printed with every figure.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from room_relay import Sinks  # noqa: E402 - (benchmarks/ is the script's directory)
+from room_relay import Room, Sinks  # noqa: E402 - (benchmarks/ is the script's directory)
 
 SR = 16000
 QUESTION = "What is the weather like this week?"
@@ -236,6 +236,7 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                 agent._double_talk = not old  # and stopped on the run and a word alone
                 probe.forward_patch = arm in ("onset", "onset-maskonly")
                 canceller.mask.linear, canceller.mask.rebuilt_by = arm != "onset-maskonly", None
+                loss0 = dataclasses.replace(canceller.loss)  # ERLE over this turn (from 2 s of far end on)
                 row = self_turn(agent, probe, seen) if args.self_turns else barge_in(
                     agent, speaker, voice_of_user, user, probe, seen, BargeIn)
                 t0 = None
@@ -247,6 +248,8 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
                 row.update(stop=arm, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
                            rebuilt_by=canceller.mask.rebuilt_by, raw_kept_s=canceller.mask.raw_kept_s,
+                           echo_delay_ms=None if (d := canceller.detector.delay.lag) is None else d / 16,
+                           erle_db=canceller.loss.db(since=loss0),
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
                            asr_dropped_s=round(agent.asr.stats.dropped_s, 2),  # cumulative
@@ -346,8 +349,9 @@ def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
         false = sum(r.get("barge_ins", 0) for r in rows)
         paused = sum(r.get("pauses", 0) for r in rows)
         onsets = sum(r.get("onsets", 0) for r in rows)
-        print(f"self-interruptions: {false} over {len(rows)} turns, false pauses (resumed) {paused}, "
-              f"double-talk onsets {onsets} "
+        erle = [r["erle_db"] for r in rows if r.get("erle_db") is not None] or [np.nan]
+        print(f"self-interruptions: {false} over {len(rows)} turns, false pauses (resumed) {paused}, double-talk "
+              f"onsets {onsets}, ERLE min {min(erle)} median {np.median(erle)} dB "
               f"(reply at full level into the mic, AEC on); "
               f"load {min(r['load'] for r in rows)}-{max(r['load'] for r in rows)}")
         return
@@ -380,9 +384,10 @@ def main() -> None:
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
     ap.add_argument("--arms", default=None, help="interleave: onset, onset-nomask, onset-maskonly, run-pause")
     ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")
-    ap.add_argument("--room", action="store_true", help="the echo through a room: a second sink (room_relay.py)")
+    ap.add_argument("--room", type=float, nargs="?", const=0.3, default=None, metavar="TAIL",
+                    help="the echo through a room (room_relay.py); TAIL: its reverberation's level (aec_room.Room)")
     args = ap.parse_args()
-    sinks = Sinks(room=args.room)
+    sinks = Sinks(room=None if args.room is None else Room(delay_s=0.0, tail=args.room))
     try:
         rows = session(args, sinks)
         gc.collect()  # the session's cycles (agent <-> probe) go now, not after the bindings' leak check at exit

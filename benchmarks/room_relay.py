@@ -10,7 +10,7 @@ then, and an output stream plays the result into a second sink, whose monitor
 is the agent's microphone; the user's voice is played into that second sink
 directly. Real devices, real buffers, real jitter.
 
-    sinks = Sinks(room=True)   # loads both, points PULSE_SINK/PULSE_SOURCE at them, starts the relay
+    sinks = Sinks(room=Room(delay_s=0.0))   # loads both, points PULSE_SINK/PULSE_SOURCE at them, starts the relay
     with sinks.user_sink():    # streams opened in here play into the microphone's sink
         ...
     sinks.close()
@@ -33,12 +33,22 @@ BLOCK = 320
 """Samples the relay takes and gives at a time (20 ms)."""
 
 
+TARGET_FILL = 800
+"""Samples the relay holds between its input and output callbacks (50 ms: its input comes in bursts)."""
+FILL_SLACK = 160
+FILL_SMOOTH = 0.02
+"""Per output callback: the held samples are followed over ~1 s (the input comes in 20 ms bursts)."""
+
+
 class RoomRelay:
     """`src` sink's monitor -> soft clip, room response, gain, drifting delay -> `dst` sink.
 
     Two PortAudio streams at the low latency, each opened with its sink chosen through PULSE_SOURCE /
-    PULSE_SINK, and a queue between their callbacks: the relay adds ~20-40 ms to the path (parec and
-    pacat in a pipe added ~115 ms, more than any laptop's acoustic path)."""
+    PULSE_SINK, and a queue between their callbacks (parec and pacat in a pipe added ~115 ms). The two
+    sinks' clocks differ (by ~700 ppm here): a plain queue drained slowly and starved every ~28 s, an
+    18-20 ms step of the echo's delay each time, which no laptop's speaker and microphone (one clock)
+    make. The queue is held at `TARGET_FILL` by repeating or dropping one sample at a time, as a sound
+    server's loopback resamples between two devices: a smooth drift, like two devices' clocks."""
 
     def __init__(self, src: str, dst: str, room: Room = Room(delay_s=0.0), drift_every_s: float = 1.5,
                  drift_max: int = 48, seed: int = 0) -> None:
@@ -48,7 +58,7 @@ class RoomRelay:
 
         self.room, self.drift_max = room, drift_max
         self.drift_every = max(1, int(drift_every_s * RATE / BLOCK))
-        h = room_response(RATE, room.rt60_s, room.seed).astype(np.float64)
+        h = room_response(RATE, room.rt60_s, room.seed, room.tail).astype(np.float64)
         self._n = 1 << int(np.ceil(np.log2(BLOCK + h.size)))
         self._h = np.fft.rfft(h, self._n)
         self._tail = np.zeros(h.size - 1)
@@ -60,6 +70,12 @@ class RoomRelay:
         self._pending = np.zeros(0, np.float32)
         self.starved = 0
         """Output callbacks that found less than a block queued (silence played for the gap)."""
+        self.dropped = 0
+        """Blocks dropped to catch up (each a 20 ms step of the path's delay and a click)."""
+        self.slips = 0
+        """Single samples repeated or dropped to hold the queue at `TARGET_FILL` (the two sinks' clocks differ)."""
+        self._fill: float | None = None
+        self._primed = False
         with pulse_env(PULSE_SOURCE=f"{src}.monitor", PULSE_SINK=dst):
             self._in = sd.InputStream(samplerate=RATE, blocksize=BLOCK, channels=1, dtype="float32",
                                       device="pulse", latency="low", callback=self._take)
@@ -76,16 +92,28 @@ class RoomRelay:
         self._queue.append(y.astype(np.float32))
 
     def _give(self, outdata: np.ndarray, frames: int, time_info: object, status: object) -> None:
-        while self._pending.size < frames and self._queue:
+        queued = self._pending.size + sum(b.size for b in self._queue)
+        self._fill = queued if self._fill is None else (1 - FILL_SMOOTH) * self._fill + FILL_SMOOTH * queued
+        if not self._primed and queued < TARGET_FILL:
+            outdata[:, 0] = 0.0  # the output started before the input: wait for the target's worth
+            return
+        self._primed = True
+        while self._pending.size < frames + 1 and self._queue:
             self._pending = np.concatenate([self._pending, self._queue.popleft()])
+        if self._fill > TARGET_FILL + FILL_SLACK and self._pending.size > frames:
+            self._pending, self.slips = np.delete(self._pending, frames // 2), self.slips + 1  # one sample less
+        elif self._fill < TARGET_FILL - FILL_SLACK and self._pending.size:
+            k = min(frames // 2, self._pending.size - 1)
+            self._pending, self.slips = np.insert(self._pending, k, self._pending[k]), self.slips + 1
         if self._pending.size < frames:
             self.starved += 1
         n = min(frames, self._pending.size)
         outdata[:n, 0] = self._pending[:n]
         outdata[n:, 0] = 0.0
         self._pending = self._pending[n:]
-        while len(self._queue) > 2:  # more than 40 ms behind (the output started late): catch up
+        while len(self._queue) > 4:  # more than 80 ms behind (the input came in a burst): catch up
             self._queue.popleft()
+            self.dropped += 1
 
     def process(self, x: np.ndarray) -> np.ndarray:
         """One block through the speaker's clip, the room (overlap-add) and the gain, the path's delay after."""
@@ -135,12 +163,12 @@ class Sinks:
     the microphone's monitor (PULSE_SINK/PULSE_SOURCE), except those opened inside `user_sink()`; the
     user's default sink is left alone. The daemon is started as the device tests start it when none runs."""
 
-    def __init__(self, room: bool = False, name: str = f"voxbarge{os.getpid()}") -> None:
+    def __init__(self, room: Room | None = None, name: str = f"voxbarge{os.getpid()}") -> None:
         _daemon()
         self.speaker, self.mic = name, f"{name}room" if room else name
         self._modules = [self._load(self.speaker)] + ([self._load(self.mic)] if room else [])
         os.environ["PULSE_SINK"], os.environ["PULSE_SOURCE"] = self.speaker, f"{self.mic}.monitor"
-        self.relay = RoomRelay(self.speaker, self.mic) if room else None
+        self.relay = RoomRelay(self.speaker, self.mic, room) if room else None
 
     @staticmethod
     def _load(sink: str) -> str:
@@ -155,6 +183,8 @@ class Sinks:
     def close(self) -> None:
         if self.relay is not None:
             self.relay.close()
+            print(f"room relay: {self.relay.starved} output blocks starved, {self.relay.dropped} dropped, "
+                  f"{self.relay.slips} single-sample slips")
         for module in self._modules:
             subprocess.run(["pactl", "unload-module", module], capture_output=True, timeout=10)
 

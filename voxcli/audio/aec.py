@@ -47,6 +47,8 @@ FAR_ACTIVE: Final = 0.01
 """Far-end peak above which a frame counts as the speaker playing (for the warm-up)."""
 WARMUP_WINDOW_S: Final = 0.3
 """During the warm-up a frame is muted when the far end plays within this much of its time."""
+ERLE_AFTER_S: Final = 2.0
+"""Far-end speech AEC3 gets to converge before `EchoLoss` counts (the issue's "ERLE after 2 s")."""
 HOLD_S: Final = 0.2
 """Longest the capture waits for the reference of a frame to be tapped."""
 PACKAGE: Final = "pywebrtc-audio"
@@ -84,6 +86,30 @@ class AECConfig:
     double_talk: bool = True
     """Tell `EchoCanceller.on_near_speech` when the user starts talking over the far end, from the
     raw microphone (`voxcli.audio.doubletalk`): AEC3's output hides the user for up to ~1 s then."""
+
+
+@dataclass
+class EchoLoss:
+    """Energy of the raw microphone and of the canceller's output over the frames where the far end plays,
+    from `ERLE_AFTER_S` of far-end speech on: with nobody talking, `db()` is the echo return loss
+    enhancement measured on the devices themselves (benchmarks/bench_barge_in.py --self-turns)."""
+
+    far_frames: int = 0
+    raw: float = 0.0
+    out: float = 0.0
+
+    def add(self, far: np.ndarray, near: np.ndarray, y: np.ndarray) -> None:
+        if float(np.abs(far).max()) <= FAR_ACTIVE:
+            return
+        self.far_frames += 1
+        if self.far_frames > ERLE_AFTER_S * 100:
+            self.raw += float(np.dot(near, near))
+            self.out += float(np.dot(y, y))
+
+    def db(self, since: "EchoLoss | None" = None) -> float | None:
+        """10 log10(raw / output) over what was counted (after `since`, a copy taken earlier); None: nothing."""
+        raw, out = self.raw - (since.raw if since else 0.0), self.out - (since.out if since else 0.0)
+        return None if raw <= 0 else round(10.0 * np.log10(raw / max(out, 1e-20)), 1)
 
 
 class WebRTCAPM:
@@ -138,6 +164,8 @@ class EchoCanceller:
         """The raw microphone masked by the detector's echo bound, frame by frame (sample k = output sample k)."""
         self.returned = 0
         """Output samples `process` has returned (those of the call in progress not yet)."""
+        self.loss = EchoLoss()
+        """The echo the canceller has taken off so far (ERLE, `EchoLoss.db`)."""
         self.on_near_speech: Callable[[], None] | None = None
         """Called (on the capture thread) when the detector sees the user start over the far end."""
         self._jumps = 0
@@ -176,6 +204,7 @@ class EchoCanceller:
                 placed = False
             far = self.reference.read(at, self.frame)
             y = self._backend.process(x[i : i + self.frame], far)
+            self.loss.add(far, x[i : i + self.frame], y)
             if self.detector is not None:
                 self._detect(x[i : i + self.frame], far, placed)
             if self._warmup > 0:

@@ -34,16 +34,23 @@ from typing import Final
 
 import numpy as np
 
+from voxcli.audio.echo_delay import MAX_DELAY_S, EchoDelay
+
 WINDOW: Final = 512
 """Analysis window at 16 kHz (32 ms): resolves a voice's harmonics (31 Hz bins)."""
 MAX_LAG_S: Final = 0.1
 """Echo delay the bound covers, after the reference's own placement (margin + path + stamp error)."""
+KEEP_S: Final = 0.05
+"""The bound starts at least this much before the measured echo delay (the analysis window's spread, a
+delay that moved since it was measured); a delay under `MAX_LAG_S - KEEP_S` leaves the bound where it was."""
 DECAY_DB: Final = 2.0
 """Reverberation carried in the bound per 10 ms (2 dB: a 300 ms RT60)."""
 MARGIN_DB: Final = 6.0
 """A bin is the near end's when it is this far above the echo bound."""
 SHARE: Final = 0.2
 """Share of the microphone's power in such bins for a frame to count as near speech."""
+MIN_BINS: Final = 3
+"""Bins above the bound a near-speech frame needs."""
 FLOOR_DB: Final = -50.0
 """Near-end power (dBFS, mean square over the window) below which a frame never counts."""
 FRAMES: Final = 2
@@ -86,8 +93,13 @@ class DoubleTalkDetector:
         self._win = np.hanning(self.window)
         self._near = np.zeros(self.window)
         self._far = np.zeros(self.window)
-        lags = int(round(MAX_LAG_S * 100)) + 1
-        self._spectra: collections.deque[np.ndarray] = collections.deque(maxlen=lags)
+        self._lags = int(round(MAX_LAG_S * 100)) + 1
+        self._spectra: collections.deque[np.ndarray] = collections.deque(
+            maxlen=self._lags + int(round(MAX_DELAY_S * 100)))
+        self.delay = EchoDelay(rate)
+        """The echo's measured delay after the placement (`voxcli.audio.echo_delay`): the bound moves with it."""
+        self.shift = 0
+        """Frames the bound is moved back by for that delay (0 while the delay is within `MAX_LAG_S - KEEP_S`)."""
         hz = np.fft.rfftfreq(self.window, 1.0 / rate)
         self._band = (hz >= BAND_HZ[0]) & (hz <= BAND_HZ[1])
         self._echo = np.zeros(int(self._band.sum()))
@@ -124,7 +136,7 @@ class DoubleTalkDetector:
         self._far = np.concatenate([self._far[n:], np.asarray(far, np.float64)[:n]])
         pf = np.abs(np.fft.rfft(self._far * self._win))[self._band] ** 2
         self._spectra.append(pf)
-        bound = np.max(self._spectra, axis=0)
+        bound = self._bound(self.delay.update(near, far))
         self._echo = np.maximum(bound, self._echo * self._decay)
         self.spectrum = np.fft.rfft(self._near * self._win)
         pm = np.abs(self.spectrum[self._band]) ** 2
@@ -139,7 +151,7 @@ class DoubleTalkDetector:
             self._floor_bins = floor if self._spans else None  # one whole stretch measured: a floor to trust
         excess = float(pm[above].sum())
         self.share = excess / total if total > 0 else 0.0
-        speech = excess > self._floor and self.share >= SHARE
+        speech = excess > self._floor and self.share >= SHARE and int(above.sum()) >= MIN_BINS
         self._run = self._run + 1 if speech else 0
         if held:
             self._hold = max(0, self._hold - 1)
@@ -149,6 +161,17 @@ class DoubleTalkDetector:
             self.onsets += 1
             return True
         return False
+
+    def _bound(self, lag: int | None) -> np.ndarray:
+        """The loudest far-end spectrum the echo in this frame's window can come from: from the placement on
+        (the last `MAX_LAG_S`) and, once the echo's delay is measured, back to `KEEP_S` before it plus
+        `MAX_LAG_S`; until then every one within `echo_delay.MAX_DELAY_S` more. The stamps' own window
+        always stays in: a delay measured wrong only makes the bound wider, never misses the echo."""
+        n = len(self._spectra)
+        if lag is not None:
+            self.shift = max(0, lag // self.frame - int(round(KEEP_S * 100)))
+            n = min(n, self._lags + self.shift)
+        return np.max([self._spectra[-1 - i] for i in range(n)], axis=0)
 
     @property
     def band(self) -> np.ndarray:

@@ -1,0 +1,110 @@
+"""How late the echo comes after its placed reference, measured on the raw microphone while the reply plays.
+
+Why: the capture stage places each microphone frame's reference by PortAudio's
+stamps, and the double-talk detector's echo bound (`voxcli.audio.doubletalk`)
+covers only `MAX_LAG_S` after that placement. Where the stamps do not see the
+whole path, the echo comes later than the bound: a Bluetooth or HDMI speaker
+buffers 50-200 ms the sound server does not report, and on the issue's echo
+fixture (one null sink's monitor relayed through a room into another,
+benchmarks/room_relay.py) the relay's two streams add 70-100 ms. There every
+loud syllable of the reply looked like the user: 70-90 double-talk onsets and
+one false pause per reply. AEC3 finds such a delay itself (0-400 ms) but the
+binding does not say what it found, so it is measured here.
+
+The measure: every `EVERY` frames, the generalised cross-correlation with the
+phase transform (GCC-PHAT) of the last `NEAR_S` of microphone against the
+reference up to `MAX_DELAY_S` before it, over the voice band's bins where the
+reference has power. Whitening keeps the direct path's peak sharp through a
+reverberant room and a clipping speaker; its height (1 for an exact delayed
+copy) says how far the reference explains the microphone. A peak of
+`MIN_PEAK` or more, `AGREE` times in a row at lags within `TOL_S`, sets
+`lag`: the user talking, silence or a quiet reply measure nothing and move
+nothing, and a delay that drifts is followed.
+"""
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+MAX_DELAY_S: Final = 0.4
+"""Longest echo delay after the placement looked for (AEC3's own estimator covers 0-400 ms)."""
+NEAR_S: Final = 0.5
+"""Microphone audio correlated per measurement (several syllables: one syllable's peak can be a neighbour's)."""
+EVERY: Final = 10
+"""Frames (10 ms) between measurements."""
+MIN_PEAK: Final = 0.12
+"""Whitened correlation peak a measurement needs (noise alone peaks near 0.07 over these lags and bins)."""
+AGREE: Final = 3
+"""Measurements in a row, at lags within `TOL_S` of each other, that set the delay."""
+TOL_S: Final = 0.003
+"""Lags this close are one delay (a drift correction of the stamps moves it ~2 ms)."""
+FAR_POWER: Final = 1e-3
+"""A bin takes part only where the reference's power is above this share of its strongest bin."""
+BAND_HZ: Final = (120.0, 6000.0)
+EARLIEST: Final = 0.6
+
+
+class EchoDelay:
+    """`update(near, far)` per 10 ms frame (raw microphone, placed reference); `lag`: the echo's delay after
+    the placement in samples, or None until one has been measured."""
+
+    def __init__(self, rate: int = 16000) -> None:
+        self.rate = rate
+        self.frame = rate // 100
+        self._near_n = int(NEAR_S * rate)
+        self._max = int(MAX_DELAY_S * rate)
+        self._far = np.zeros(self._near_n + self._max)
+        self._near = np.zeros(self._near_n)
+        self._size = 1 << int(np.ceil(np.log2(self._far.size + self._near_n)))
+        hz = np.fft.rfftfreq(self._size, 1.0 / rate)
+        self._band = (hz >= BAND_HZ[0]) & (hz <= BAND_HZ[1])
+        self._frames = 0
+        self._tol = int(TOL_S * rate)
+        self._run: list[int] = []  # lags of the confident measurements in a row
+        self.lag: int | None = None
+        self.peak = 0.0
+        """The last measurement's whitened correlation peak (for tests and tuning)."""
+        self.measured: int | None = None
+        """The last measurement's lag (confident or not)."""
+
+    def update(self, near: np.ndarray, far: np.ndarray) -> int | None:
+        """One frame of the raw microphone and its placed reference; returns `lag`."""
+        n = self.frame
+        self._near = np.concatenate([self._near[n:], np.asarray(near, np.float64)[:n]])
+        self._far = np.concatenate([self._far[n:], np.asarray(far, np.float64)[:n]])
+        self._frames += 1
+        if self._frames % EVERY == 0 and self._frames * n >= self._far.size:
+            self._measure()
+        return self.lag
+
+    def _measure(self) -> None:
+        near = np.zeros(self._far.size)
+        near[-self._near_n :] = self._near
+        spec_n = np.fft.rfft(near, self._size)
+        spec_f = np.fft.rfft(self._far, self._size)
+        power = np.abs(spec_f) ** 2
+        use = self._band & (power > FAR_POWER * float(power[self._band].max(initial=0.0)))
+        cross = spec_n * np.conj(spec_f)
+        mag = np.abs(cross)
+        use &= mag > 0
+        if use.sum() < 64:
+            self._run.clear()
+            self.peak, self.measured = 0.0, None
+            return
+        white = np.zeros_like(cross)
+        white[use] = cross[use] / mag[use]
+        corr = np.fft.irfft(white, self._size)[: self._max + 1] * (self._size / (2.0 * use.sum()))
+        top = float(corr.max())
+        k = int(np.argmax(corr >= EARLIEST * top))  # the direct path: the first peak near the highest,
+        while k < self._max and corr[k + 1] > corr[k]:  # at its top (not the lobe's rising side)
+            k += 1
+        self.peak, self.measured = top, k
+        if self.peak < MIN_PEAK:
+            self._run.clear()
+            return
+        if self._run and abs(k - self._run[-1]) > self._tol:
+            self._run.clear()
+        self._run.append(k)
+        if len(self._run) >= AGREE:
+            self.lag = k
