@@ -220,7 +220,6 @@ class EchoCanceller:
         """Double talk on the raw frame; an onset is told only once AEC3 has converged, with a known reference."""
         assert self.detector is not None and self.mask is not None
         onset = self.detector.update(near, far)
-        self.mask.lag = self.detector.delay.lag
         self.mask.record(self.detector.spectrum if placed else None, self.detector.band, self.detector.above,
                          near, far if placed else np.zeros_like(far))
         if not placed:

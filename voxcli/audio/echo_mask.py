@@ -21,19 +21,16 @@ The mask is the fallback now: `audio` first subtracts the reply's echo with a
 linear fit made from the raw microphone and reference kept here
 (`voxcli.audio.echo_path`), which keeps the user in the bins where they are
 under the echo too (an onset 250-300 ms late left the mask's WER at 0.034 over
-87 barge-ins); where the echo is a room's more than one delayed copy (that fit
-refuses), the echo is subtracted per frequency bin (`voxcli.audio.echo_room`,
-from the delay the detector measured, `lag`); the mask stands in where neither
-can be trusted.
+87 barge-ins); the mask stands in where no fit can be trusted.
 """
 from __future__ import annotations
 
 import collections
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 
-from voxcli.audio import echo_path, echo_room
+from voxcli.audio import echo_path
 
 PRE_S: Final = 0.3
 """Audio before the pause that is rebuilt from the mask (the onset comes up to ~0.3 s after the first word)."""
@@ -44,9 +41,8 @@ TRAIL_S: Final = 0.04
 """A span can be rebuilt once this much audio after it was recorded: every window over it (32 ms) is whole."""
 KEEP_S: Final = 1.0
 """Masked frames kept (PRE_S + POST_S, a capture block and a window of slack)."""
-RAW_KEEP_S: Final = 3.5
-"""Raw microphone and reference kept for the fits (`echo_path.FIT_S`, or `echo_room.FIT_S` and its taps and the
-echo's delay, before the span; the span; slack)."""
+RAW_KEEP_S: Final = 3.0
+"""Raw microphone and reference kept for the linear fit (`echo_path.FIT_S` and its lags before the span, the span, slack)."""
 
 
 class EchoMask:
@@ -68,9 +64,7 @@ class EchoMask:
         self.linear = True
         """Try the linear subtraction first (`echo_path`); False: the mask alone (benchmarks compare them)."""
         self.rebuilt_by: str | None = None
-        """What rebuilt the last span: "linear", "room" or "mask" (None: nothing yet)."""
-        self.lag: int | None = None
-        """The echo's delay after its reference, in samples, as measured (`voxcli.audio.echo_delay`; for the room's fit)."""
+        """What rebuilt the last span: "linear" or "mask" (None: nothing yet)."""
         self.raw_kept_s = 0.0
         """Raw audio kept when the last span was rebuilt (short after a cut: too little for a fit)."""
 
@@ -101,25 +95,17 @@ class EchoMask:
         """Samples [lo, hi) rebuilt: the microphone minus the fitted echo (`echo_path.rebuild`) when a fit can
         be trusted, else the masked spectra by overlap-add, clipped to the samples every window of which is
         kept (from the oldest frame on; up to a window minus a frame before the newest frame's end)."""
-        self.raw_kept_s = len(self._raw) * self.frame / self.rate
-        for name, fit in (("linear", echo_path.rebuild), ("room", self._room)):
-            if not self.linear:
-                break
+        got, self.raw_kept_s = None, len(self._raw) * self.frame / self.rate
+        if self.linear:
             try:
-                got = self._linear(lo, hi, fit)
+                got = self._linear(lo, hi)
             except Exception:  # noqa: BLE001 - on the capture thread: the mask is always there to stand in
                 got = None
-            if got is not None:
-                self.rebuilt_by = name
-                return got
-        self.rebuilt_by = "mask"
-        return self._masked(lo, hi)
+        self.rebuilt_by = "mask" if got is None else "linear"
+        return got if got is not None else self._masked(lo, hi)
 
-    def _room(self, near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int) -> np.ndarray | None:
-        return echo_room.rebuild(near, far, lo, hi, self.lag, rate)
-
-    def _linear(self, lo: int, hi: int, fit: Any) -> tuple[int, np.ndarray] | None:
-        """[lo, hi) from the raw ring with the echo subtracted by `fit` (clipped to what was recorded), or None."""
+    def _linear(self, lo: int, hi: int) -> tuple[int, np.ndarray] | None:
+        """[lo, hi) from the raw ring with the echo subtracted (clipped to what was recorded), or None."""
         first = (self.count - len(self._raw)) * self.frame  # sample number of the ring's first sample
         # (the ring ends with the newest frame: `record` appends every frame, `cut` empties it)
         hi = min(hi, self.count * self.frame)
@@ -127,7 +113,7 @@ class EchoMask:
             return None
         near = np.concatenate([n for n, _ in self._raw])
         far = np.concatenate([f for _, f in self._raw])
-        out = fit(near, far, lo - first, hi - first, self.rate)
+        out = echo_path.rebuild(near, far, lo - first, hi - first, self.rate)
         return None if out is None else (lo, out)
 
     def _masked(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
