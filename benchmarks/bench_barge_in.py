@@ -249,7 +249,7 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                 row.update(stop=arm, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
                            rebuilt_by=canceller.mask.rebuilt_by, raw_kept_s=canceller.mask.raw_kept_s,
                            echo_delay_ms=None if (d := canceller.detector.delay.lag) is None else d / 16,
-                           erle_db=canceller.loss.db(since=loss0),
+                           erle_db=canceller.loss.db(since=loss0) if args.self_turns else None,  # user-free
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),
                            asr_dropped_s=round(agent.asr.stats.dropped_s, 2),  # cumulative

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -337,9 +339,11 @@ def _pulse_null_sink() -> str | None:
 
 
 @pytest.mark.device
-def test_live_mic_and_speaker_through_the_null_sink_half_duplex(turns, real_cache):
+@pytest.mark.parametrize("duplex", ["--half-duplex", "--verbose"])
+def test_live_mic_and_speaker_through_the_null_sink(turns, real_cache, duplex):
     """The real device path: speech played into the null sink is heard on its monitor, the reply is
-    played into the same sink; with --half-duplex the assistant never hears (and answers) itself."""
+    played into the same sink at full level; with --half-duplex the assistant never hears (and answers)
+    itself, and full duplex (the default: the echo canceller on, --verbose to see its report) neither."""
     from voxcli.audio.devices import portaudio_error
 
     if (why := portaudio_error()) is not None:
@@ -350,7 +354,7 @@ def test_live_mic_and_speaker_through_the_null_sink_half_duplex(turns, real_cach
     with ChatServer(Script(replies=[A2], token_delay=0.02)) as srv:
         env = {**os.environ, "VOXCLI_CACHE_DIR": str(real_cache), "NO_COLOR": "1"}
         p = subprocess.Popen([sys.executable, "-m", "voxcli", "chat", "--llm-url", srv.url, "--device", "pulse",
-                              "--half-duplex", "--json", "--no-log"],
+                              duplex, "--json", "--no-log"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
         try:
             deadline = time.monotonic() + 90
@@ -358,6 +362,9 @@ def test_live_mic_and_speaker_through_the_null_sink_half_duplex(turns, real_cach
                 if "Ctrl-C to end" in line:
                     break
                 assert time.monotonic() < deadline
+            tail: list[str] = []  # the rest of stderr, drained as it comes (--verbose logs every turn)
+            drain = threading.Thread(target=lambda: tail.extend(p.stderr), daemon=True)
+            drain.start()
             subprocess.run(["paplay", "-d", sink, str(turns["q1"])], check=True, timeout=30)
             assert srv.wait_for(lambda: srv.records and srv.records[0].t_end is not None, 30)
             time.sleep(6)  # the reply plays; any self-heard echo would start a second turn here
@@ -365,9 +372,14 @@ def test_live_mic_and_speaker_through_the_null_sink_half_duplex(turns, real_cach
             p.send_signal(signal.SIGINT)
             rc = p.wait(timeout=15)
         recs = [e for e in events(p.stdout.read()) if e["event"] == "turn"]
+        drain.join(5)
+        rest = "".join(tail)
     assert rc == 130
     assert len(srv.records) == 1 and "capital of france" in srv.records[0].body["messages"][-1]["content"].lower()
     assert len(recs) == 1 and recs[0]["assistant"] == A2 and not recs[0]["interrupted"]
+    if duplex == "--verbose":  # the canceller ran, measured the sink's echo path and says so
+        assert re.search(r"echo canceller: [\d.]+ s of reply heard; echo -?\d+ ms later than the devices' "
+                         r"timestamps say; ERLE [\d.]+ dB", rest), rest[-2000:]
 
 
 def test_json_into_a_closed_pipe_ends_quietly(turns, real_cache):

@@ -240,6 +240,17 @@ class EchoCanceller:
             return np.zeros_like(y)
         return y
 
+    def report(self) -> str:
+        """One line on how the echo path behaved (chat logs it at the end with --verbose): how much later the
+        echo came than the stamps put it (a Bluetooth speaker's unreported buffer shows here), the ERLE, the
+        double-talk onsets."""
+        d = self.detector
+        lag = None if d is None or d.delay.lag is None else 1000.0 * d.delay.lag / self.rate - self.config.margin_ms
+        where = "delay not measured" if lag is None else f"{lag:.0f} ms later than the devices' timestamps say"
+        return (f"echo canceller: {self.loss.far_frames / 100:.1f} s of reply heard; echo {where}; "
+                f"ERLE {self.loss.db()} dB (from {ERLE_AFTER_S:g} s of reply on; the user's speech counts as echo "
+                f"left); {0 if d is None else d.onsets} double-talk onsets")
+
     @property
     def reanchors(self) -> int:
         """Jumps in the capture stamps (blocks dropped) since the start."""

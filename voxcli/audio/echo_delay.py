@@ -6,9 +6,9 @@ covers only `MAX_LAG_S` after that placement. Where the stamps do not see the
 whole path, the echo comes later than the bound: a Bluetooth or HDMI speaker
 buffers 50-200 ms the sound server does not report, and on the issue's echo
 fixture (one null sink's monitor relayed through a room into another,
-benchmarks/room_relay.py) the relay's two streams add 70-100 ms. There every
-loud syllable of the reply looked like the user: 70-90 double-talk onsets and
-one false pause per reply. AEC3 finds such a delay itself (0-400 ms) but the
+benchmarks/room_relay.py) the relay's two streams and its queue add 100-170 ms.
+There every loud syllable of the reply looked like the user: 40-90 double-talk
+onsets and one false pause per reply. AEC3 finds such a delay itself (0-400 ms) but the
 binding does not say what it found, so it is measured here.
 
 The measure: every `EVERY` frames, the generalised cross-correlation with the
@@ -16,10 +16,17 @@ phase transform (GCC-PHAT) of the last `NEAR_S` of microphone against the
 reference up to `MAX_DELAY_S` before it, over the voice band's bins where the
 reference has power. Whitening keeps the direct path's peak sharp through a
 reverberant room and a clipping speaker; its height (1 for an exact delayed
-copy) says how far the reference explains the microphone. A peak of
-`MIN_PEAK` or more, `AGREE` times in a row at lags within `TOL_S`, sets
-`lag`: the user talking, silence or a quiet reply measure nothing and move
-nothing, and a delay that drifts is followed.
+copy; 0.13-0.25 through the fixture's room, whose tail carries most of the
+echo) says how far the reference explains the microphone. One peak proves
+little (a microphone hearing other speech than the reply peaks at 0.08-0.27):
+a peak of `MIN_PEAK` or more `AGREE` times in a row at lags within `TOL_S`
+sets `lag` (a user talking over a whole reply never did: tests/audio/
+test_echo_delay.py), so the user talking, silence or a quiet reply move
+nothing, and a delay that drifts is followed. The earliest peak within
+`EARLIEST` of the highest is taken, not the highest: a reflection 3-13 ms
+later often wins, and a bound placed by it would be late. A far end that
+repeats itself exactly (a steady tone) has peaks at every period and can lock
+early; speech does not.
 """
 from __future__ import annotations
 
@@ -34,7 +41,8 @@ NEAR_S: Final = 0.5
 EVERY: Final = 10
 """Frames (10 ms) between measurements."""
 MIN_PEAK: Final = 0.12
-"""Whitened correlation peak a measurement needs (noise alone peaks near 0.07 over these lags and bins)."""
+"""Whitened correlation peak a measurement needs (the room fixture's echo: median 0.15; other speech than the
+reply reaches it too, so `AGREE`, not height, is what rules that out)."""
 AGREE: Final = 3
 """Measurements in a row, at lags within `TOL_S` of each other, that set the delay."""
 TOL_S: Final = 0.003
@@ -43,6 +51,8 @@ FAR_POWER: Final = 1e-3
 """A bin takes part only where the reference's power is above this share of its strongest bin."""
 BAND_HZ: Final = (120.0, 6000.0)
 EARLIEST: Final = 0.6
+"""A peak this close to the highest counts as the direct path when it comes earlier (recorded room frames:
+the lag then held within 117-140 ms over a minute, against 117-167 ms taking the highest)."""
 
 
 class EchoDelay:

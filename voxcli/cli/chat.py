@@ -290,6 +290,8 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
         agent.close()
         if mic is not None:
             mic.close()
+            if getattr(mic, "canceller", None) is not None:
+                log.info("%s", mic.canceller.report())
         getattr(speaker, "close", lambda: None)()
         getattr(client, "close", lambda: None)()
         view.close()
