@@ -248,7 +248,7 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
                 row.update(stop=arm, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
                            rebuilt_by=canceller.mask.rebuilt_by, raw_kept_s=canceller.mask.raw_kept_s,
-                           echo_delay_ms=None if (d := canceller.detector.delay.lag) is None else d / 16,
+                           echo_delay_ms=None if (d := canceller.detector.delay.lag) is None else round(1000 * d / SR, 1),
                            erle_db=canceller.loss.db(since=loss0) if args.self_turns else None,  # user-free
                            aec_frames_too_late=getattr(canceller, "frames_too_late", None),  # cumulative
                            mic_queue_s=round(mic.mic._queue.qsize() * 0.032, 2),

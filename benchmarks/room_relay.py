@@ -34,7 +34,8 @@ BLOCK = 320
 
 
 TARGET_FILL = 800
-"""Samples the relay holds between its input and output callbacks (50 ms: its input comes in bursts)."""
+"""Samples the relay aims to hold between its input and output callbacks (50 ms: its input comes in bursts).
+Slips start only `FILL_SLACK` off it, so a steady clock difference parks the fill near one edge (40 or 60 ms)."""
 FILL_SLACK = 160
 FILL_SMOOTH = 0.02
 """Per output callback: the held samples are followed over ~1 s (the input comes in 20 ms bursts)."""
