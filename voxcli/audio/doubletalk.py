@@ -111,8 +111,8 @@ class DoubleTalkDetector:
         self.delay = EchoDelay(rate)
         """The echo's measured delay after the placement (`voxcli.audio.echo_delay`): the bound moves with it."""
         self.shift = 0
-        self._far_frames = 0  # frames of reply heard while no delay was measured
         """Frames the bound reaches further back for that delay (0 while it is within `MAX_LAG_S - KEEP_S`)."""
+        self._far_frames = 0  # frames of reply heard while no delay was measured
         hz = np.fft.rfftfreq(self.window, 1.0 / rate)
         self._band = (hz >= BAND_HZ[0]) & (hz <= BAND_HZ[1])
         self._echo = np.zeros(int(self._band.sum()))
@@ -178,8 +178,8 @@ class DoubleTalkDetector:
     def _bound(self, lag: int | None, far: np.ndarray) -> np.ndarray:
         """The loudest far-end spectrum the echo in this frame's window can come from: from the placement on
         (the last `MAX_LAG_S`) and, once the echo's delay is measured, back to `KEEP_S` before it plus
-        `MAX_LAG_S`. The stamps' own window always stays in: a delay measured wrong only makes the bound
-        wider, never misses the echo. Until a delay is measured, every spectrum up to `MAX_LAG_S` +
+        `MAX_LAG_S`. The stamps' own window always stays in: a delay measured wrong never uncovers an echo
+        where the stamps put it (a lock too early, on a steady tone, can still miss a later echo). Until a delay is measured, every spectrum up to `MAX_LAG_S` +
         `echo_delay.MAX_DELAY_S` back (the first reply of a session, before the echo's delay is known) for
         `UNMEASURED_S` of the reply at most: where no echo can be measured (headphones, a muted speaker)
         a bound that wide would only make the user harder to hear, so the stamps' window comes back."""
