@@ -40,11 +40,9 @@ from typing import Any, Callable, Final, Iterator
 import numpy as np
 
 from voxcli.audio.aec_ref import Anchor, ReferenceTimeline
-from voxcli.audio.doubletalk import DoubleTalkDetector
+from voxcli.audio.doubletalk import FAR_ACTIVE, DoubleTalkDetector
 from voxcli.audio.echo_mask import EchoMask
 
-FAR_ACTIVE: Final = 0.01
-"""Far-end peak above which a frame counts as the speaker playing (for the warm-up)."""
 WARMUP_WINDOW_S: Final = 0.3
 """During the warm-up a frame is muted when the far end plays within this much of its time."""
 ERLE_AFTER_S: Final = 2.0
@@ -98,8 +96,9 @@ class EchoLoss:
     raw: float = 0.0
     out: float = 0.0
 
-    def add(self, far: np.ndarray, near: np.ndarray, y: np.ndarray) -> None:
-        if float(np.abs(far).max()) <= FAR_ACTIVE:
+    def add(self, playing: bool, near: np.ndarray, y: np.ndarray) -> None:
+        """One frame: the raw microphone, the output, and whether the far end played (`FAR_ACTIVE`)."""
+        if not playing:
             return
         self.far_frames += 1
         if self.far_frames > ERLE_AFTER_S * 100:
@@ -204,11 +203,12 @@ class EchoCanceller:
                 placed = False
             far = self.reference.read(at, self.frame)
             y = self._backend.process(x[i : i + self.frame], far)
-            self.loss.add(far, x[i : i + self.frame], y)
+            playing = float(np.abs(far).max()) > FAR_ACTIVE
+            self.loss.add(playing, x[i : i + self.frame], y)
             if self.detector is not None:
                 self._detect(x[i : i + self.frame], far, placed)
             if self._warmup > 0:
-                y = self._warm_up(far, y, at)
+                y = self._warm_up(playing, y, at)
             out.append(y)
             self.frames += 1
             i += self.frame
@@ -227,13 +227,14 @@ class EchoCanceller:
         elif onset and self._warmup <= 0 and self.on_near_speech is not None:
             self.on_near_speech()
 
-    def _warm_up(self, far: np.ndarray, y: np.ndarray, at: int) -> np.ndarray:
-        """Mute `y` while the far end plays near its time, until AEC3 has converged.
+    def _warm_up(self, playing: bool, y: np.ndarray, at: int) -> np.ndarray:
+        """Mute `y` while the far end plays near its time, until AEC3 has converged (`playing`: this
+        frame's far end does).
 
         "Near": within `WARMUP_WINDOW_S` either way, which covers the room's tail and
         stamps that are off by that much (a capture re-anchored on a bad stamp).
         """
-        if float(np.abs(far).max()) > FAR_ACTIVE:
+        if playing:
             self._warmup -= 1
         w = self._window
         if self.reference.peak(at - w, 2 * w + self.frame) > FAR_ACTIVE:  # 10 ms block peaks: O(1) per frame

@@ -62,7 +62,8 @@ bin, 0 with three, the user's onsets over them unchanged."""
 UNMEASURED_S: Final = 3.0
 """Reply heard (`FAR_ACTIVE` frames) with no echo delay measured after which the bound narrows back."""
 FAR_ACTIVE: Final = 0.01
-"""A reference frame's peak above which the reply counts as playing."""
+"""A reference frame's peak above which the reply counts as playing (here, and the canceller's warm-up and
+ERLE, `voxcli.audio.aec`)."""
 FLOOR_DB: Final = -50.0
 """Near-end power (dBFS, mean square over the window) below which a frame never counts."""
 FRAMES: Final = 2
@@ -179,10 +180,11 @@ class DoubleTalkDetector:
         """The loudest far-end spectrum the echo in this frame's window can come from: from the placement on
         (the last `MAX_LAG_S`) and, once the echo's delay is measured, back to `KEEP_S` before it plus
         `MAX_LAG_S`. The stamps' own window always stays in: a delay measured wrong never uncovers an echo
-        where the stamps put it (a lock too early, on a steady tone, can still miss a later echo). Until a delay is measured, every spectrum up to `MAX_LAG_S` +
-        `echo_delay.MAX_DELAY_S` back (the first reply of a session, before the echo's delay is known) for
-        `UNMEASURED_S` of the reply at most: where no echo can be measured (headphones, a muted speaker)
-        a bound that wide would only make the user harder to hear, so the stamps' window comes back."""
+        where the stamps put it (a lock too early, on a steady tone, can still miss a later echo). Until a
+        delay is measured, every spectrum up to `MAX_LAG_S` + `echo_delay.MAX_DELAY_S` back (the first reply
+        of a session, before the echo's delay is known) for `UNMEASURED_S` of the reply at most: where no
+        echo can be measured (headphones, a muted speaker) a bound that wide would only make the user harder
+        to hear, so the stamps' window comes back."""
         n = len(self._spectra)
         if lag is not None:
             self.shift = max(0, lag // self.frame - int(round(KEEP_S * 100)))

@@ -30,6 +30,7 @@ early; speech does not.
 """
 from __future__ import annotations
 
+import collections
 from typing import Final
 
 import numpy as np
@@ -64,9 +65,11 @@ class EchoDelay:
         self.frame = rate // 100
         self._near_n = int(NEAR_S * rate)
         self._max = int(MAX_DELAY_S * rate)
-        self._far = np.zeros(self._near_n + self._max)
-        self._near = np.zeros(self._near_n)
-        self._size = 1 << int(np.ceil(np.log2(self._far.size + self._near_n)))
+        self._far_n = self._near_n + self._max
+        # the last frames, joined only when measured (every `EVERY` frames), not copied on every frame
+        self._frames_kept: collections.deque[tuple[np.ndarray, np.ndarray]] = collections.deque(
+            maxlen=-(-self._far_n // self.frame))
+        self._size = 1 << int(np.ceil(np.log2(self._far_n + self._near_n)))
         hz = np.fft.rfftfreq(self._size, 1.0 / rate)
         self._band = (hz >= BAND_HZ[0]) & (hz <= BAND_HZ[1])
         self._frames = 0
@@ -81,18 +84,18 @@ class EchoDelay:
     def update(self, near: np.ndarray, far: np.ndarray) -> int | None:
         """One frame of the raw microphone and its placed reference; returns `lag`."""
         n = self.frame
-        self._near = np.concatenate([self._near[n:], np.asarray(near, np.float64)[:n]])
-        self._far = np.concatenate([self._far[n:], np.asarray(far, np.float64)[:n]])
+        self._frames_kept.append((np.asarray(near, np.float64)[:n], np.asarray(far, np.float64)[:n]))
         self._frames += 1
-        if self._frames % EVERY == 0 and self._frames * n >= self._far.size:
+        if self._frames % EVERY == 0 and self._frames * n >= self._far_n:
             self._measure()
         return self.lag
 
     def _measure(self) -> None:
-        near = np.zeros(self._far.size)
-        near[-self._near_n :] = self._near
+        far = np.concatenate([f for _, f in self._frames_kept])[-self._far_n :]
+        near = np.zeros(self._far_n)
+        near[-self._near_n :] = np.concatenate([m for m, _ in self._frames_kept])[-self._near_n :]
         spec_n = np.fft.rfft(near, self._size)
-        spec_f = np.fft.rfft(self._far, self._size)
+        spec_f = np.fft.rfft(far, self._size)
         power = np.abs(spec_f) ** 2
         use = self._band & (power > FAR_POWER * float(power[self._band].max(initial=0.0)))
         cross = spec_n * np.conj(spec_f)

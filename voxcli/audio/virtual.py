@@ -252,7 +252,7 @@ class DeviceSpeaker:
         def tap(out: np.ndarray, t_play: float, rate: int) -> None:
             on_played(out, t_play, rate)
             if self._echo_s < self.ECHO_WARMUP_S and out.size and float(np.abs(out).max()) > 0.01:
-                self._echo_s += out.size / rate  # 0.01: `voxcli.audio.aec.FAR_ACTIVE`
+                self._echo_s += out.size / rate  # 0.01: `voxcli.audio.doubletalk.FAR_ACTIVE`
         return tap
 
     def can_pause(self) -> bool:
