@@ -42,6 +42,7 @@ import numpy as np
 from voxcli.audio.aec_ref import Anchor, ReferenceTimeline
 from voxcli.audio.doubletalk import FAR_ACTIVE, DoubleTalkDetector
 from voxcli.audio.echo_mask import EchoMask
+from voxcli.audio.residual_echo import ResidualGate
 
 WARMUP_WINDOW_S: Final = 0.3
 """During the warm-up a frame is muted when the far end plays within this much of its time."""
@@ -81,6 +82,9 @@ class AECConfig:
     """A frame is given the reference played this much *after* its capture time: the echo then
     follows its reference by this plus the true path delay, so stamps that overstate the delay by
     up to this much still give AEC3 a causal echo (it finds 0-400 ms)."""
+    residual_gate: bool = True
+    """Attenuate what AEC3 leaves of the echo where the double-talk detector hears only the reply
+    (`voxcli.audio.residual_echo`; needs `double_talk`)."""
     double_talk: bool = True
     """Tell `EchoCanceller.on_near_speech` when the user starts talking over the far end, from the
     raw microphone (`voxcli.audio.doubletalk`): AEC3's output hides the user for up to ~1 s then."""
@@ -160,6 +164,8 @@ class EchoCanceller:
         """Frames captured so long ago that their reference had left the timeline (`aec_ref.KEEP_S`)."""
         self.detector = DoubleTalkDetector(rate) if config.double_talk else None
         self.mask = EchoMask(rate, self.detector.window) if self.detector is not None else None
+        self.gate = ResidualGate() if self.detector is not None and config.residual_gate else None
+        """AEC3's residual echo taken down where the detector hears only the reply (`voxcli.audio.residual_echo`)."""
         """The raw microphone masked by the detector's echo bound, frame by frame (sample k = output sample k)."""
         self.returned = 0
         """Output samples `process` has returned (those of the call in progress not yet)."""
@@ -204,9 +210,13 @@ class EchoCanceller:
             far = self.reference.read(at, self.frame)
             y = self._backend.process(x[i : i + self.frame], far)
             playing = float(np.abs(far).max()) > FAR_ACTIVE
-            self.loss.add(playing, x[i : i + self.frame], y)
             if self.detector is not None:
+                onsets = self.detector.onsets
                 self._detect(x[i : i + self.frame], far, placed)
+                if self.gate is not None:
+                    y = self.gate.apply(y, self.detector.echo_power, self.detector.speech, self.detector.share,
+                                        self.detector.onsets != onsets)
+            self.loss.add(playing, x[i : i + self.frame], y)
             if self._warmup > 0:
                 y = self._warm_up(playing, y, at)
             out.append(y)

@@ -120,7 +120,8 @@ class DoubleTalkDetector:
         self._decay = 10.0 ** (-DECAY_DB / 10.0)
         self._margin = 10.0 ** (MARGIN_DB / 10.0)
         # sum of |X|^2 over the half spectrum = mean square * sum(w^2) * window / 2 (Parseval)
-        self._floor = 10.0 ** (FLOOR_DB / 10.0) * float(np.sum(self._win ** 2)) * self.window / 2
+        self._parseval = float(np.sum(self._win ** 2)) * self.window / 2
+        self._floor = 10.0 ** (FLOOR_DB / 10.0) * self._parseval
         self._smooth: np.ndarray | None = None  # the microphone's smoothed power spectrum (band bins)
         self._span_min: np.ndarray | None = None  # its minimum over the current stretch
         self._span_frames = 0
@@ -139,6 +140,10 @@ class DoubleTalkDetector:
         self.above = np.zeros(self._echo.size, bool)
         """Which of the last frame's `band` bins stand above the echo bound (the near end's, `MARGIN_DB`)."""
         self.onsets = 0
+        self.speech = False
+        """The last frame was near speech (the user's, by the bound; `FRAMES` in a row make an onset)."""
+        self.echo_power = 0.0
+        """The last frame's echo bound, in the microphone's mean square: the most echo it can hold."""
 
     def update(self, near: np.ndarray, far: np.ndarray) -> bool:
         """One 10 ms frame of the raw microphone and its reference; True on the frame that makes an onset."""
@@ -166,6 +171,8 @@ class DoubleTalkDetector:
         excess = float(pm[above].sum())
         self.share = excess / total if total > 0 else 0.0
         speech = excess > self._floor and self.share >= SHARE and int(above.sum()) >= MIN_BINS
+        self.speech = speech
+        self.echo_power = float(self._echo.sum()) / self._parseval
         self._run = self._run + 1 if speech else 0
         if held:
             self._hold = max(0, self._hold - 1)

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Record what the echo canceller got in a device run, and replay it offline: one session, many cancellers.
+
+    python benchmarks/aec_session.py record S.npz -- --room 0.3 --self-turns 8   # bench_barge_in.py's arguments
+    python benchmarks/aec_session.py replay S.npz                                 # the canceller as it is
+    python benchmarks/aec_session.py replay S.npz --no-gate                       # without the residual gate
+
+Why: the ERLE of one reply through the room fixture swings by 10-20 dB from run
+to run (the relay's queue, the sound server's skips, the load), so two versions
+of the canceller compared on two device runs tell little. Recorded, the same
+microphone blocks and reference taps, with their stamps and in their order,
+go through any canceller: a deterministic A/B on real device audio. `record`
+runs `bench_barge_in.py` with `ReferenceTimeline.tap` and
+`EchoCanceller.process` wrapped; `replay` feeds them to a fresh
+`EchoCanceller` and prints its ERLE over the session and per 15 s (frames where
+the reply plays, from 2 s of reply on, as chat's report counts it), the echo
+delay it measured per 15 s, and how many frames the residual gate took down.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def record(out: str, bench_args: list[str]) -> None:
+    sys.path.insert(0, str(HERE))
+    from voxcli.audio import aec, aec_ref
+
+    events: list[tuple] = []  # ("tap", block, t, rate) / ("cap", block, t, rate, t0)
+    tap, process = aec_ref.ReferenceTimeline.tap, aec.EchoCanceller.process
+
+    def tapped(self, played, t_play, device_rate):  # type: ignore[no-untyped-def]
+        events.append(("tap", np.array(played, np.float32), t_play, device_rate, 0.0))
+        return tap(self, played, t_play, device_rate)
+
+    def processed(self, block, t_capture):  # type: ignore[no-untyped-def]
+        t = float("nan") if t_capture is None else t_capture
+        events.append(("cap", np.array(block, np.float32), t, self.rate, self.reference.t0))
+        return process(self, block, t_capture)
+
+    aec_ref.ReferenceTimeline.tap, aec.EchoCanceller.process = tapped, processed
+    import bench_barge_in
+
+    sys.argv = ["bench_barge_in.py", *bench_args]
+    try:
+        bench_barge_in.main()
+    finally:
+        kinds = np.array([e[0] == "cap" for e in events])
+        sizes = np.array([e[1].size for e in events])
+        np.savez_compressed(out, cap=kinds, sizes=sizes, audio=np.concatenate([e[1] for e in events] or [np.zeros(0)]),
+                            t=np.array([e[2] for e in events]), rate=np.array([e[3] for e in events]),
+                            t0=np.array([e[4] for e in events]))
+        print(f"recorded {int(kinds.sum())} capture blocks and {int((~kinds).sum())} taps -> {out}")
+
+
+def replay(path: str, gate: bool) -> None:
+    from voxcli.audio import echo_delay
+    from voxcli.audio.aec import ERLE_AFTER_S, AECConfig, EchoCanceller
+    from voxcli.audio.aec_ref import ReferenceTimeline
+
+    z = np.load(path)
+    cap, sizes, audio, ts, rates, t0s = z["cap"], z["sizes"], z["audio"], z["t"], z["rate"], z["t0"]
+    first = int(np.argmax(cap))
+    t0, rate = float(t0s[first]), int(rates[first])
+    c = EchoCanceller(rate, AECConfig(residual_gate=gate), reference=ReferenceTimeline(rate, clock=lambda: t0))
+    frames: list[tuple[bool, float, float]] = []
+    add = c.loss.add
+
+    def counted(playing: bool, near: np.ndarray, y: np.ndarray) -> None:
+        frames.append((playing, float(np.dot(near, near)), float(np.dot(y, y))))
+        add(playing, near, y)
+
+    c.loss.add = counted  # type: ignore[method-assign]
+    lags: list[tuple[int, int]] = []
+    measure = echo_delay.EchoDelay._measure
+
+    def measured(self) -> None:  # type: ignore[no-untyped-def]
+        measure(self)
+        if self.measured is not None:
+            lags.append((self._frames, self.measured))
+
+    echo_delay.EchoDelay._measure = measured  # type: ignore[method-assign]
+    ends = np.cumsum(sizes)
+    started = time.process_time()
+    for k in range(cap.size):
+        block = audio[ends[k] - sizes[k] : ends[k]]
+        if cap[k]:
+            c.process(block, None if np.isnan(ts[k]) else float(ts[k]))
+        else:
+            c.reference.tap(block, float(ts[k]), int(rates[k]))
+    cpu = time.process_time() - started
+    f = np.array(frames)
+    playing, heard = f[:, 0] > 0, np.cumsum(f[:, 0] > 0)
+    counted_ = playing & (heard > ERLE_AFTER_S * 100)
+    per = []
+    for lo in range(0, len(f), 1500):
+        m = counted_[lo : lo + 1500]
+        raw, out = f[lo : lo + 1500, 1][m].sum(), f[lo : lo + 1500, 2][m].sum()
+        per.append(f"{10 * np.log10(raw / max(out, 1e-20)):.1f}" if m.sum() > 300 else "-")
+    lag = np.array(lags, float)
+    delays = []
+    for lo in range(0, len(f), 1500):
+        sel = (lag[:, 0] >= lo) & (lag[:, 0] < lo + 1500) if lag.size else np.zeros(0, bool)
+        delays.append(f"{np.median(lag[sel, 1]) * 1000 / rate:.0f}" if sel.any() else "-")
+    gated = c.gate.gated if c.gate is not None else 0
+    print(f"{path}: {len(f) / 100:.0f} s, reply {playing.sum() / 100:.0f} s; ERLE {c.loss.db()} dB "
+          f"({'with' if gate else 'without'} the residual gate; {gated} frames gated); "
+          f"{1e6 * cpu / max(len(f), 1):.0f} us of CPU per 10 ms frame")
+    print(f"  ERLE per 15 s: {' '.join(per)}")
+    print(f"  echo delay after the placement per 15 s (ms): {' '.join(delays)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record", help="run bench_barge_in.py (arguments after --) and save what the canceller got")
+    r.add_argument("out")
+    r.add_argument("bench_args", nargs=argparse.REMAINDER)
+    p = sub.add_parser("replay", help="a recorded session through the canceller as it is now")
+    p.add_argument("session")
+    p.add_argument("--no-gate", action="store_true", help="without the residual echo gate")
+    args = ap.parse_args()
+    if args.cmd == "record":
+        record(args.out, [a for a in args.bench_args if a != "--"])
+    else:
+        replay(args.session, not args.no_gate)
+
+
+if __name__ == "__main__":
+    main()
