@@ -31,6 +31,11 @@ go to a double-talk detector (`voxcli.audio.doubletalk`); its onsets reach
 frame's raw spectrum masked by its echo bound is kept a second, and its raw
 samples and reference three (`voxcli.audio.echo_mask`: chat patches the user's
 first word back with the echo subtracted, `voxcli.audio.echo_path`).
+
+What AEC3 leaves of the echo (a reverberant room's tail past its ~52 ms filter,
+a saturated speaker's distortion, the syllables it leaks while it converges or
+after the path jumps) is taken down by 12 dB (`residual_echo.FLOOR_DB`) where the detector finds
+nothing of the user's in the raw microphone (`voxcli.audio.residual_echo`).
 """
 from __future__ import annotations
 
@@ -256,11 +261,22 @@ class EchoCanceller:
         echo came than the stamps put it (a Bluetooth speaker's unreported buffer shows here), the ERLE, the
         double-talk onsets."""
         d = self.detector
-        lag = None if d is None or d.delay.lag is None else 1000.0 * d.delay.lag / self.rate - self.config.margin_ms
-        where = "delay not measured" if lag is None else f"{lag:.0f} ms later than the devices' timestamps say"
+        measured = d is not None and d.delay.lag is not None
+        where = f"{1000 * self.late_echo_s:.0f} ms later than the devices' timestamps say" if measured else "delay not measured"
+        gated = "" if self.gate is None else f"; residual gated on {self.gate.gated / max(self.frames, 1):.0%} of frames"
         return (f"echo canceller: {self.loss.far_frames / 100:.1f} s of reply heard; echo {where}; "
                 f"ERLE {self.loss.db()} dB (from {ERLE_AFTER_S:g} s of reply on; the user's speech counts as echo "
-                f"left); {0 if d is None else d.onsets} double-talk onsets")
+                f"left){gated}; {0 if d is None else d.onsets} double-talk onsets")
+
+    @property
+    def late_echo_s(self) -> float:
+        """How much later than the stamps place it the echo comes (s; 0 until the detector measured it): a
+        room's path, a Bluetooth speaker's unreported buffer. Chat rebuilds the user's first word that much
+        further past a pause (`voxcli.chat.listening`): the echo, and AEC3's hold on the user, go on as long."""
+        d = self.detector
+        if d is None or d.delay.lag is None:
+            return 0.0
+        return max(0.0, d.delay.lag / self.rate - self.config.margin_ms / 1000.0)
 
     @property
     def reanchors(self) -> int:

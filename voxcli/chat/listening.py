@@ -40,6 +40,9 @@ from voxcli.chat.heard import heard_text, non_echo_words
 from voxcli.chat.turn import Utterance
 from voxcli.events import BargeIn
 
+LATE_ECHO_MAX_S = 0.4
+"""The span after the pause reaches at most this much further for an echo later than the stamps (the
+echo delay measurement's own reach, `echo_delay.MAX_DELAY_S`)."""
 UTTERANCES_KEPT = 8
 """Utterances awaiting their transcript that the agent remembers (older ones were empty to the ASR)."""
 PAUSE_MIN_S = 0.8
@@ -96,7 +99,8 @@ class ListeningMixin:
     """The canceller whose `mask` rebuilds the first word after a pause on an onset (None: not done)."""
     _mask_at: tuple[int, int, int] | None = None
     """(fed sample of a pause on an onset, ASR samples dropped then, samples of the span after the pause): the
-    span waits for that much audio (`POST_S` and the speaker's output latency)."""
+    span waits for that much audio (`POST_S`, the speaker's output latency, and the echo's measured delay past
+    the stamps: the echo goes on that much longer after the pause, and AEC3 keeps the user down under it)."""
 
     def hear_double_talk(self, canceller: Any) -> None:
         """Wire a `voxcli.audio.aec.EchoCanceller`'s double-talk onsets to `near_speech` (chat with AEC).
@@ -276,7 +280,8 @@ class ListeningMixin:
                     self._pause(reply, run_seen=self._run_frames > 0, by_onset=True)
                     c = self._masking
                     if self._paused_at is not None and c is not None:  # the span ends with this frame
-                        post = POST_S + min(0.2, float(getattr(self.speaker, "output_latency_s", 0.0) or 0.0))
+                        post = (POST_S + min(0.2, float(getattr(self.speaker, "output_latency_s", 0.0) or 0.0))
+                                + min(LATE_ECHO_MAX_S, float(getattr(c, "late_echo_s", 0.0))))
                         self._mask_at = (self._fed + c.mask.count * c.mask.frame - c.returned, self._dropped(),
                                          int(post * SAMPLE_RATE))
         except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
