@@ -281,7 +281,7 @@ class ListeningMixin:
                     c = self._masking
                     if self._paused_at is not None and c is not None:  # the span ends with this frame
                         post = (POST_S + min(0.2, float(getattr(self.speaker, "output_latency_s", 0.0) or 0.0))
-                                + min(LATE_ECHO_MAX_S, float(getattr(c, "late_echo_s", 0.0))))
+                                + min(LATE_ECHO_MAX_S, max(0.0, float(getattr(c, "late_echo_s", 0.0)))))
                         self._mask_at = (self._fed + c.mask.count * c.mask.frame - c.returned, self._dropped(),
                                          int(post * SAMPLE_RATE))
         except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
