@@ -11,7 +11,7 @@ from voxcli.audio.aec import AECConfig, EchoCanceller
 from voxcli.audio.aec_ref import ReferenceTimeline
 from voxcli.audio.aec_room import Room, echo_of, erle_db, replay, rms
 from voxcli.audio.pcm import resample
-from voxcli.audio.residual_echo import FLOOR_DB, HOLD_FRAMES, ResidualGate
+from voxcli.audio.residual_echo import FLOOR_DB, HOLD_FRAMES, ONSET_HOLD_FRAMES, USER_SHARE, ResidualGate
 
 pytestmark = pytest.mark.skipif(aec.unavailable() is not None, reason=str(aec.unavailable()))
 
@@ -59,11 +59,19 @@ def test_the_user_over_the_reply_passes_whole(reply, user) -> None:
     assert c.detector is not None and c.detector.onsets >= 1
 
 
-def test_a_user_with_no_reply_playing_is_never_touched(user) -> None:
-    """No far end: no echo bound, nothing gated: the output is AEC3's, sample for sample."""
-    mic = np.concatenate([np.zeros(SR // 2, np.float32), user]).astype(np.float32)
-    silent = np.zeros(SR // 2, np.float32)
-    outs = [replay(canceller(g), silent, SR, mic) for g in (False, True)]
+def test_with_headphones_a_user_quieter_than_the_reply_is_never_touched(reply, user) -> None:
+    """The reply plays but no echo reaches the microphone (headphones): no echo delay is measured, so the
+    gate never acts, even on a user 11 dB under the reply's level (the bound's), whom the share rule would
+    take for the reply. The output is AEC3's, sample for sample."""
+    far, rate = reply
+    ref = resample(far, rate, SR)
+    near = user * (rms(ref[np.abs(ref) > 0.01]) / rms(user)) * 10.0 ** (-11.0 / 20.0)
+    mic = np.zeros(max(ref.size, int(USER_AT_S * SR) + near.size), np.float32)
+    mic[int(USER_AT_S * SR) : int(USER_AT_S * SR) + near.size] += near
+    mic += np.random.default_rng(1).normal(0, 1e-3, mic.size).astype(np.float32)
+    cs = [canceller(g) for g in (False, True)]
+    outs = [replay(c, far, rate, mic) for c in cs]
+    assert cs[1].detector is not None and cs[1].detector.delay.lag is None
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
@@ -85,3 +93,25 @@ def test_the_gain_ramps_and_the_user_holds_it_open() -> None:
     assert g.apply(y, 1e-2, False, 0.0)[-1] == pytest.approx(0.001 * floor, rel=0.05)
     quiet = ResidualGate()
     np.testing.assert_array_equal(quiet.apply(y, 0.0, False, 0.0), y)
+    unheard = ResidualGate()  # no echo measured yet: nothing is touched, whatever the share
+    np.testing.assert_array_equal(unheard.apply(y, 1e-2, False, 0.0, echo_heard=False), y)
+
+
+def test_the_share_rule_alone_and_the_onset_hold() -> None:
+    """An output well above the predicted residual is still the reply when the raw microphone has almost
+    nothing above the echo bound (share under USER_SHARE): taken down. With the share above it, the same
+    frame keeps nearly all of itself. An onset holds the gate open ONSET_HOLD_FRAMES."""
+    loud = np.full(160, 0.05, np.float32)  # 20 dB over the bound's 1e-4 mean square: far above the residual
+    g = ResidualGate()
+    g.apply(loud, 1e-4, False, USER_SHARE / 2)
+    assert g.gain == pytest.approx(10.0 ** (FLOOR_DB / 20.0))
+    h = ResidualGate()
+    h.apply(loud, 1e-4, False, 0.5)
+    assert h.gain > 0.9
+    o = ResidualGate()
+    o.apply(loud, 1e-4, True, 0.5, onset=True)
+    gains = []
+    for _ in range(ONSET_HOLD_FRAMES + 1):
+        o.apply(loud, 1e-4, False, 0.0)
+        gains.append(o.gain)
+    assert all(x == 1.0 for x in gains[:-1]) and gains[-1] < 0.3

@@ -169,9 +169,9 @@ class EchoCanceller:
         """Frames captured so long ago that their reference had left the timeline (`aec_ref.KEEP_S`)."""
         self.detector = DoubleTalkDetector(rate) if config.double_talk else None
         self.mask = EchoMask(rate, self.detector.window) if self.detector is not None else None
+        """The raw microphone masked by the detector's echo bound, frame by frame (sample k = output sample k)."""
         self.gate = ResidualGate() if self.detector is not None and config.residual_gate else None
         """AEC3's residual echo taken down where the detector hears only the reply (`voxcli.audio.residual_echo`)."""
-        """The raw microphone masked by the detector's echo bound, frame by frame (sample k = output sample k)."""
         self.returned = 0
         """Output samples `process` has returned (those of the call in progress not yet)."""
         self.loss = EchoLoss()
@@ -220,7 +220,7 @@ class EchoCanceller:
                 self._detect(x[i : i + self.frame], far, placed)
                 if self.gate is not None:
                     y = self.gate.apply(y, self.detector.echo_power, self.detector.speech, self.detector.share,
-                                        self.detector.onsets != onsets)
+                                        self.detector.onsets != onsets, echo_heard=self.detector.delay.lag is not None)
             self.loss.add(playing, x[i : i + self.frame], y)
             if self._warmup > 0:
                 y = self._warm_up(playing, y, at)
@@ -262,8 +262,10 @@ class EchoCanceller:
         double-talk onsets."""
         d = self.detector
         measured = d is not None and d.delay.lag is not None
-        where = f"{1000 * self.late_echo_s:.0f} ms later than the devices' timestamps say" if measured else "delay not measured"
-        gated = "" if self.gate is None else f"; residual gated on {self.gate.gated / max(self.frames, 1):.0%} of frames"
+        where = (f"{1000 * self.late_echo_s:.0f} ms later than the devices' timestamps say" if measured
+                 else "delay not measured")
+        gated = ("" if self.gate is None
+                 else f"; residual gated on {self.gate.gated / max(self.frames, 1):.0%} of frames")
         return (f"echo canceller: {self.loss.far_frames / 100:.1f} s of reply heard; echo {where}; "
                 f"ERLE {self.loss.db()} dB (from {ERLE_AFTER_S:g} s of reply on; the user's speech counts as echo "
                 f"left){gated}; {0 if d is None else d.onsets} double-talk onsets")

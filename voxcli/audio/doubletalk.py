@@ -143,7 +143,8 @@ class DoubleTalkDetector:
         self.speech = False
         """The last frame was near speech (the user's, by the bound; `FRAMES` in a row make an onset)."""
         self.echo_power = 0.0
-        """The last frame's echo bound, in the microphone's mean square: the most echo it can hold."""
+        """The last frame's echo bound as a mean square at the reply's own level: the most echo a speaker as
+        loud at the microphone as the reply itself could put in the frame."""
 
     def update(self, near: np.ndarray, far: np.ndarray) -> bool:
         """One 10 ms frame of the raw microphone and its reference; True on the frame that makes an onset."""

@@ -41,8 +41,9 @@ TRAIL_S: Final = 0.04
 """A span can be rebuilt once this much audio after it was recorded: every window over it (32 ms) is whole."""
 KEEP_S: Final = 1.5
 """Masked frames kept (PRE_S + POST_S, the output latency and a late echo's delay, up to 0.2 and 0.4 s, and slack)."""
-RAW_KEEP_S: Final = 3.0
-"""Raw microphone and reference kept for the linear fit (`echo_path.FIT_S` and its lags before the span, the span, slack)."""
+RAW_KEEP_S: Final = 3.5
+"""Raw microphone and reference kept for the linear fit (`echo_path.FIT_S` and its lags before the span, the span
+with a late echo's 0.4 s, slack)."""
 
 
 class EchoMask:

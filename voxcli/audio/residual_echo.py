@@ -23,8 +23,10 @@ residual predicted from the bound and a coupling learnt on reply-only frames
 (alone it moved that ERLE by 0.1 dB: AEC3's own suppressor does as much).
 A frame the detector hears the user in (`DoubleTalkDetector.speech`) opens the
 gate for `HOLD_FRAMES`, an onset for `ONSET_HOLD_FRAMES`: the user's words go on
-under the lingering bound after chat pauses the reply. With no reply playing
-there is no bound, and nothing is touched.
+under the lingering bound after chat pauses the reply. Nothing is touched
+until an echo has been measured (`EchoDelay`; headphones, a muted speaker: never,
+and the bound, at the reply's level, would take a user quieter than the reply
+for it), nor with no reply playing (its bound decays 2 dB per 10 ms after it).
 No latency: one gain per 10 ms frame, ramped from the last so it does not click.
 """
 from __future__ import annotations
@@ -68,12 +70,15 @@ class ResidualGate:
         self.gated = 0
         """Frames taken down to `FLOOR_DB` so far (for the canceller's report)."""
 
-    def apply(self, y: np.ndarray, echo_power: float, near: bool, share: float = 1.0,
-              onset: bool = False) -> np.ndarray:
-        """`y`: AEC3's output frame; `echo_power`: the echo bound's (mean square, the raw microphone's scale);
-        `near`: the detector hears the user in this frame; `share`: the part of the raw microphone's power
-        the detector finds above the echo bound (under `USER_SHARE`: the reply alone, whatever AEC3 left);
-        `onset`: the detector tells the user's onset on this frame (the gate stays open `ONSET_HOLD_FRAMES`)."""
+    def apply(self, y: np.ndarray, echo_power: float, near: bool, share: float = 1.0, onset: bool = False,
+              *, echo_heard: bool = True) -> np.ndarray:
+        """`y`: AEC3's output frame; `echo_power`: the echo bound's (mean square, at the reply's level: what the
+        microphone would hear of a loud speaker); `near`: the detector hears the user in this frame; `share`:
+        the part of the raw microphone's power the detector finds above the echo bound (under `USER_SHARE`:
+        the reply alone, whatever AEC3 left); `onset`: the detector tells the user's onset on this frame (the
+        gate stays open `ONSET_HOLD_FRAMES`); `echo_heard`: an echo was measured (its delay): with headphones
+        or a muted speaker none is, and the share rule would take a user quieter than the reply's own level
+        for the reply (the bound is at the reply's level, not the echo's)."""
         power = float(np.dot(y, y)) / max(y.size, 1)
         if onset:
             self._hold = max(self._hold, ONSET_HOLD_FRAMES + 1)
@@ -82,16 +87,17 @@ class ResidualGate:
         held = self._hold > 0
         self._hold = max(0, self._hold - 1)
         gain = 1.0
-        if echo_power > 0.0 and not held:
-            if power > 0.0 and echo_power > LEARN_ABOVE:
-                ratio = np.log10(power / echo_power)
-                self.coupling += LEARN * (ratio - self.coupling)
+        if echo_power > 0.0 and not held and echo_heard:
+            loud = echo_power > LEARN_ABOVE
+            if power > 0.0 and loud:
+                self.coupling += LEARN * (np.log10(power / echo_power) - self.coupling)
+            reply_only = loud and share < USER_SHARE
             residual = OVER * echo_power * 10.0 ** self.coupling
-            if power <= residual or (echo_power > LEARN_ABOVE and share < USER_SHARE):
+            if power <= residual or reply_only:
                 gain = self._floor
             else:  # the output stands above the residual: keep what stands above, in amplitude
                 gain = max(self._floor, float(np.sqrt(1.0 - residual / power)))
-        if gain == self._floor:
+        if gain == self._floor and power > 0.0:
             self.gated += 1
         ramp = np.linspace(self.gain, gain, y.size, endpoint=False, dtype=np.float32) if gain != self.gain else gain
         self.gain = gain

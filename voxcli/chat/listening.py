@@ -283,14 +283,14 @@ class ListeningMixin:
                         post = (POST_S + min(0.2, float(getattr(self.speaker, "output_latency_s", 0.0) or 0.0))
                                 + min(LATE_ECHO_MAX_S, max(0.0, float(getattr(c, "late_echo_s", 0.0)))))
                         self._mask_at = (self._fed + c.mask.count * c.mask.frame - c.returned, self._dropped(),
-                                         int(post * SAMPLE_RATE))
+                                         int(round(post * SAMPLE_RATE)))
         except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
             if self.error is None:
                 self.error = e
 
     def _patch_first_word(self) -> None:
-        """Patch [pause - PRE_S, pause + POST_S + output latency) of what the ASR heard with the rebuilt raw
-        microphone.
+        """Patch [pause - PRE_S, pause + POST_S + output latency + late echo) of what the ASR heard with the
+        rebuilt raw microphone.
 
         Why: the onset comes up to ~0.3 s after the user's first word, which AEC3 lost under the
         loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the reply falls
