@@ -13,8 +13,11 @@ go through any canceller: a deterministic A/B on real device audio. `record`
 runs `bench_barge_in.py` with `ReferenceTimeline.tap` and
 `EchoCanceller.process` wrapped; `replay` feeds them to a fresh
 `EchoCanceller` and prints its ERLE over the session and per 15 s (frames where
-the reply plays, from 2 s of reply on, as chat's report counts it), the echo
-delay it measured per 15 s, and how many frames the residual gate took down.
+the reply plays, from 2 s of reply on, as chat's report counts it), the median
+of the echo delay's raw measurements per 15 s (not only the agreeing ones it
+locks on), and how many frames the residual gate took down. A tap that came
+in just after a capture block was recorded is replayed after it: the live run
+may have seen it a block earlier.
 """
 from __future__ import annotations
 
@@ -114,7 +117,7 @@ def replay(path: str, gate: bool) -> None:
           f"({'with' if gate else 'without'} the residual gate; {gated} frames gated); "
           f"{1e6 * cpu / max(len(f), 1):.0f} us of CPU per 10 ms frame")
     print(f"  ERLE per 15 s: {' '.join(per)}")
-    print(f"  echo delay after the placement per 15 s (ms): {' '.join(delays)}")
+    print(f"  echo delay after the placement, median of the raw measurements per 15 s (ms): {' '.join(delays)}")
 
 
 def main() -> None:
