@@ -279,4 +279,5 @@ def test_overlap_tells_a_serial_engine_from_one_that_decodes_during_the_hold(rea
     parallel = measure_overlap(hold_ms=300, agreement=2, step_ms=500, runs=1, streamer_options={"speculative": True})
     assert parallel.speculative and parallel.overlap_ms > 0 and parallel.ready_ms < parallel.confirm_ms
     serial_turn = TurnBudget(0, 300, serial.tail_ms, 0, 0, 0, 0, asr_start_ms=serial.asr_start_ms)
-    assert compute(serial_turn).to_dict()["overlap"]["overlap_ms"] == 0.0
+    # the serial engine starts its decode at the endpoint, give or take the clock's few ms (the tolerance above)
+    assert compute(serial_turn).to_dict()["overlap"]["overlap_ms"] <= 300 * 0.1
