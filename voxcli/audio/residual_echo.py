@@ -18,9 +18,9 @@ the issue's room fixture (8 replies, the tail 15 dB over the direct sound,
 `benchmarks/aec_session.py`) nearly all the output energy AEC3 left came from
 ~100 frames 0-15 dB under the bound (its convergence in the first reply, then
 50-70 ms bursts), whole syllables: this took the ERLE from 19.7 to 31.6 dB.
-A second rule takes down a frame whose output is no more than `OVER` times a
-residual predicted from the bound and a coupling learnt on reply-only frames
-(alone it moved that ERLE by 0.1 dB: AEC3's own suppressor does as much).
+A rule that also took down frames under a residual predicted from the bound and
+a learnt coupling moved that ERLE by 0.1 dB (AEC3's own suppressor does as much)
+and was dropped.
 A frame the detector hears the user in (`DoubleTalkDetector.speech`) opens the
 gate for `HOLD_FRAMES`, an onset for `ONSET_HOLD_FRAMES`: the user's words go on
 under the lingering bound after chat pauses the reply. Nothing is touched
@@ -38,32 +38,25 @@ import numpy as np
 FLOOR_DB: Final = -12.0
 """The residual's attenuation: with AEC3's 17-22 dB through a reverberant room, past the 25 dB target
 (an attenuation more than that would also take a quiet user's start the detector missed)."""
-OVER: Final = 2.0
-"""Output up to this many times the predicted residual is the residual (the coupling is a typical value)."""
-LEARN: Final = 0.02
-"""Per reply-only frame, the coupling moves this part of the way (log domain: ~0.5 s)."""
 USER_SHARE: Final = 0.05
 """A frame whose raw microphone has less than this share of its power above the echo bound holds nothing
 but the reply: gated whatever AEC3 left (AEC3 leaks whole syllables while it converges and after the
 echo's path jumps, 0-15 dB under the echo, the bulk of what it leaves on the room fixture)."""
 HOLD_FRAMES: Final = 10
 """Frames after the detector last heard the user in which the output still passes whole (100 ms)."""
-LEARN_ABOVE: Final = 1e-6
-"""The coupling is learnt only on frames whose echo bound is above this (-60 dBFS): the reply playing."""
+LOUD: Final = 1e-6
+"""An echo bound under this (-60 dBFS) is no reply playing: nothing to gate."""
 ONSET_HOLD_FRAMES: Final = 100
 """Frames after a double-talk onset in which the output passes whole (1 s): chat pauses the reply on it, and
 the echo's bound lingers on the reply's last spectra for the echo's delay and the room's tail, while the
 user's words go on, some of them under that bound (gated, "It was the best of times" came back "It was
 best at times" through the room fixture)."""
-START_DB: Final = -20.0
-"""The coupling before anything is learnt: AEC3's output ~20 dB under the echo's bound."""
 
 
 class ResidualGate:
     """`apply(y, echo_power, near)` per 10 ms frame -> `y`, attenuated where it is the echo's residual."""
 
     def __init__(self) -> None:
-        self.coupling = START_DB / 10.0  # log10 of output power over the echo bound's, on reply-only frames
         self.gain = 1.0
         self._hold = 0
         self._floor = 10.0 ** (FLOOR_DB / 20.0)
@@ -87,16 +80,8 @@ class ResidualGate:
         held = self._hold > 0
         self._hold = max(0, self._hold - 1)
         gain = 1.0
-        if echo_power > 0.0 and not held and echo_heard:
-            loud = echo_power > LEARN_ABOVE
-            if power > 0.0 and loud:
-                self.coupling += LEARN * (np.log10(power / echo_power) - self.coupling)
-            reply_only = loud and share < USER_SHARE
-            residual = OVER * echo_power * 10.0 ** self.coupling
-            if power <= residual or reply_only:
-                gain = self._floor
-            else:  # the output stands above the residual: keep what stands above, in amplitude
-                gain = max(self._floor, float(np.sqrt(1.0 - residual / power)))
+        if not held and echo_heard and echo_power > LOUD and share < USER_SHARE:
+            gain = self._floor
         if gain == self._floor and power > 0.0:
             self.gated += 1
         ramp = np.linspace(self.gain, gain, y.size, endpoint=False, dtype=np.float32) if gain != self.gain else gain
