@@ -91,6 +91,45 @@ def test_a_delay_that_steps_is_followed(reply) -> None:
     assert lags[-1] == int(0.09 * SR)
 
 
+def test_the_reach_grows_at_once_and_shrinks_only_after_its_hold(reply) -> None:
+    """A lock that moves earlier (at a reply's start three measurements can agree on the placement settling,
+    ~5 ms, while the echo is 150 ms late: recorded through the room fixture) leaves the bound covering the
+    later delay for `REACH_HOLD_S`; a later one is covered as soon as it is measured."""
+    far = at_16k(*reply)
+    half = far.size // 2
+    near = np.concatenate([delayed(far, 0.15)[:half], delayed(far, 0.005)[half:]])
+    e = EchoDelay(SR)
+    track = [(e.update(near[i : i + 160], far[i : i + 160]), e.reach) for i in range(0, far.size - 159, 160)]
+    moved = next(k for k, (lag, _) in enumerate(track) if k > half // 160 and lag == int(0.005 * SR))
+    assert track[moved][1] == int(0.15 * SR)  # the lock moved; the reach did not
+    hold = int(echo_delay.REACH_HOLD_S * 100)
+    later = [reach for _, reach in track[moved + hold + echo_delay.EVERY :]]
+    assert later and set(later) == {int(0.005 * SR)}, sorted(set(later))  # then it follows the lock
+    rising = np.concatenate([delayed(far, 0.005)[:half], delayed(far, 0.15)[half:]])
+    e = EchoDelay(SR)
+    track = [(e.update(rising[i : i + 160], far[i : i + 160]), e.reach) for i in range(0, far.size - 159, 160)]
+    first_reach = next(k for k, (_, reach) in enumerate(track) if k > half // 160 and reach == int(0.15 * SR))
+    first_lock = next(k for k, (lag, _) in enumerate(track) if k > half // 160 and lag == int(0.15 * SR))
+    assert first_reach < first_lock  # one confident measurement, before three agree
+
+
+@pytest.mark.skipif(aec.unavailable() is not None, reason=str(aec.unavailable()))
+def test_an_echo_delay_that_steps_later_mid_reply_makes_at_most_one_onset(reply) -> None:
+    """The room fixture's relay under load: the echo comes 90 ms later from mid-reply on (its queue grew).
+    Each syllable was an onset until three measurements agreed (4 onsets over the reply before `reach`)."""
+    far, rate = reply
+    far = np.concatenate([far, far])
+    n = int(far.size / rate * SR)
+    early, late = (at_16k(echo_of(far, rate, Room(delay_s=d)), rate)[:n] for d in (0.04, 0.13))
+    k = int(3.0 * SR)
+    mic = np.concatenate([early[:k], late[k:]])
+    mic = (np.pad(mic, (0, n - mic.size)) + np.random.default_rng(1).normal(0, 1e-3, n)).astype(np.float32)
+    c = EchoCanceller(SR, AECConfig(), reference=ReferenceTimeline(SR, clock=lambda: 100.0))
+    replay(c, far, rate, mic)
+    assert c.detector is not None and c.detector.onsets <= 1
+    assert c.detector.delay.lag is not None and abs(c.detector.delay.lag - (0.13 + AECConfig().margin_ms / 1000) * SR) <= 8
+
+
 @pytest.mark.skipif(aec.unavailable() is not None, reason=str(aec.unavailable()))
 @pytest.mark.parametrize("late_s", [0.15, 0.3])
 def test_an_echo_later_than_the_stamps_say_is_no_onset_and_the_user_still_is(reply, user, late_s) -> None:
@@ -114,7 +153,7 @@ def test_a_delay_measured_wrong_never_takes_the_placement_out_of_the_bound(reply
     """The bound always keeps the stamps' own window: a lag measured 300 ms off only widens it."""
     far = at_16k(*reply)
     near = delayed(far, 0.002)  # the null sink, as placed
-    monkeypatch.setattr(echo_delay.EchoDelay, "update", lambda self, n, f: int(0.3 * SR))
+    monkeypatch.setattr(echo_delay.EchoDelay, "update", lambda self, n, f: setattr(self, "reach", int(0.3 * SR)))
     d = DoubleTalkDetector(SR)
     told = [i for i in range(0, far.size - 159, 160) if d.update(near[i : i + 160], far[i : i + 160])]
     assert told == [] and d.shift > 0

@@ -156,7 +156,8 @@ class DoubleTalkDetector:
         self._far = np.concatenate([self._far[n:], np.asarray(far, np.float64)[:n]])
         pf = np.abs(np.fft.rfft(self._far * self._win))[self._band] ** 2
         self._spectra.append(pf)
-        bound = self._bound(self.delay.update(near, far), far)
+        self.delay.update(near, far)
+        bound = self._bound(self.delay.reach, far)
         self._echo = np.maximum(bound, self._echo * self._decay)
         self.spectrum = np.fft.rfft(self._near * self._win)
         pm = np.abs(self.spectrum[self._band]) ** 2
@@ -186,8 +187,8 @@ class DoubleTalkDetector:
 
     def _bound(self, lag: int | None, far: np.ndarray) -> np.ndarray:
         """The loudest far-end spectrum the echo in this frame's window can come from: from the placement on
-        (the last `MAX_LAG_S`) and, once the echo's delay is measured, back to `KEEP_S` before it plus
-        `MAX_LAG_S`. The stamps' own window always stays in: a delay measured wrong never uncovers an echo
+        (the last `MAX_LAG_S`) and, once the echo's delay is measured, back to `KEEP_S` before its `reach`
+        (`voxcli.audio.echo_delay`: the latest delay it was seen at lately) plus `MAX_LAG_S`. The stamps' own window always stays in: a delay measured wrong never uncovers an echo
         where the stamps put it (a lock too early, on a steady tone, can still miss a later echo). Until a
         delay is measured, every spectrum up to `MAX_LAG_S` + `echo_delay.MAX_DELAY_S` back (the first reply
         of a session, before the echo's delay is known) for `UNMEASURED_S` of the reply at most: where no

@@ -27,6 +27,19 @@ nothing, and a delay that drifts is followed. The earliest peak within
 later often wins, and a bound placed by it would be late. A far end that
 repeats itself exactly (a steady tone) has peaks at every period and can lock
 early; speech does not.
+
+The bound covers `reach`, not only `lag`: the latest delay the echo was seen at
+within `REACH_HOLD_S` (a lock, or one confident measurement later than it).
+Through the room fixture under load the echo's delay steps while a reply plays
+(the relay's queue: 133 -> 192 ms, and 67 -> 160 ms in a run that then
+interrupted itself), and at a reply's start three measurements can agree on a
+delay that is not the echo's (~5 ms, the placement settling: the lock moved
+150 -> 3.5 ms for 0.3 s). Each time the echo came later than the bound and its
+syllables were onsets (2-4 per reply, recorded: benchmarks/aec_session.py). A
+bound that grows at once and shrinks only after `REACH_HOLD_S` costs a few
+hundred ms of a wider bound after a step; a bound always that wide (to
+`MAX_DELAY_S`) made a user 6 dB under the echo wait 440 ms for the onset
+instead of 175 (p50, /work/tmp/s30/cost.py).
 """
 from __future__ import annotations
 
@@ -51,6 +64,8 @@ TOL_S: Final = 0.003
 FAR_POWER: Final = 1e-3
 """A bin takes part only where the reference's power is above this share of its strongest bin."""
 BAND_HZ: Final = (120.0, 6000.0)
+REACH_HOLD_S: Final = 1.0
+"""How long a later delay seen (a lock, or one confident measurement past it) stays in `reach`."""
 EARLIEST: Final = 0.6
 """A peak this close to the highest counts as the direct path when it comes earlier (recorded room frames:
 the lag then held within 117-140 ms over a minute, against 117-167 ms taking the highest)."""
@@ -80,6 +95,10 @@ class EchoDelay:
         """The last measurement's whitened correlation peak (for tests and tuning)."""
         self.measured: int | None = None
         """The last measurement's lag (confident or not)."""
+        self.reach: int | None = None
+        """The latest delay the echo may come at: the largest of `lag` and the lags locked or measured with a
+        confident peak within `REACH_HOLD_S` (None until a lag was locked)."""
+        self._seen: collections.deque[tuple[int, int]] = collections.deque()  # (frame, lag) within the hold
 
     def update(self, near: np.ndarray, far: np.ndarray) -> int | None:
         """One frame of the raw microphone and its placed reference; returns `lag`."""
@@ -121,3 +140,15 @@ class EchoDelay:
         self._run.append(k)
         if len(self._run) >= AGREE:
             self.lag = k
+        self._reach(k)
+
+    def _reach(self, k: int) -> None:
+        """`reach` after a confident measurement at `k`: a later delay counts at once, an earlier one only once
+        the later ones are `REACH_HOLD_S` old (a lock on a transient, a step the other way)."""
+        if self.lag is None:
+            return
+        now, hold = self._frames, int(round(REACH_HOLD_S * 100))
+        self._seen.append((now, max(k, self.lag) if k > self.lag + self._tol else self.lag))
+        while self._seen and now - self._seen[0][0] > hold:
+            self._seen.popleft()
+        self.reach = max(lag for _, lag in self._seen)
