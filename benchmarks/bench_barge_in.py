@@ -351,7 +351,7 @@ def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
         onsets = sum(r.get("onsets", 0) for r in rows)
         erle = [r["erle_db"] for r in rows if r.get("erle_db") is not None] or [np.nan]
         print(f"self-interruptions: {false} over {len(rows)} turns, false pauses (resumed) {paused}, double-talk "
-              f"onsets {onsets}, ERLE min {min(erle)} median {np.median(erle)} dB "
+              f"onsets {onsets}, ERLE min {min(erle):.1f} median {np.median(erle):.1f} dB "
               f"(reply at full level into the mic, AEC on); "
               f"load {min(r['load'] for r in rows)}-{max(r['load'] for r in rows)}")
         return

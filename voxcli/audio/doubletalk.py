@@ -193,14 +193,16 @@ class DoubleTalkDetector:
         delay is measured, every spectrum up to `MAX_LAG_S` + `echo_delay.MAX_DELAY_S` back (the first reply
         of a session, before the echo's delay is known) for `UNMEASURED_S` of the reply at most: where no
         echo can be measured (headphones, a muted speaker) a bound that wide would only make the user harder
-        to hear, so the stamps' window comes back."""
+        to hear, so the stamps' window comes back, unless the echo is heard though its delay moves too much
+        to lock on (`EchoDelay.heard`: through the room fixture under load, the first reply's echo was then
+        outside the narrowed bound and its syllables were onsets, once a self-interruption)."""
         n = len(self._spectra)
         if lag is not None:
             self.shift = max(0, lag // self.frame - int(round(KEEP_S * 100)))
             n = min(n, self._lags + self.shift)
         else:
             self._far_frames += bool(np.abs(far).max(initial=0.0) > FAR_ACTIVE)
-            if self._far_frames > UNMEASURED_S * 100:
+            if self._far_frames > UNMEASURED_S * 100 and not self.delay.heard:
                 n = min(n, self._lags)
         return np.max([self._spectra[-1 - i] for i in range(n)], axis=0)
 

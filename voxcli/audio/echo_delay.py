@@ -64,6 +64,11 @@ TOL_S: Final = 0.003
 FAR_POWER: Final = 1e-3
 """A bin takes part only where the reference's power is above this share of its strongest bin."""
 BAND_HZ: Final = (120.0, 6000.0)
+HEARD: Final = 3
+"""Confident measurements within `HEARD_S` that say an echo is there while no delay is locked: a microphone
+hearing the user over a reply with headphones gave 6-8 in 180 measurements (one in ~2.5 s), an echo through
+the room fixture whose delay jittered too much to lock (its relay starving under load) one in two."""
+HEARD_S: Final = 3.0
 REACH_HOLD_S: Final = 1.0
 """How long a later delay seen (a lock, or one confident measurement past it) stays in `reach`."""
 EARLIEST: Final = 0.6
@@ -99,6 +104,7 @@ class EchoDelay:
         """The latest delay the echo may come at: the largest of `lag` and the lags locked or measured with a
         confident peak within `REACH_HOLD_S` (None until a lag was locked)."""
         self._seen: collections.deque[tuple[int, int]] = collections.deque()  # (frame, lag) within the hold
+        self._confident: collections.deque[int] = collections.deque(maxlen=HEARD)  # frames of the last ones
 
     def update(self, near: np.ndarray, far: np.ndarray) -> int | None:
         """One frame of the raw microphone and its placed reference; returns `lag`."""
@@ -135,12 +141,18 @@ class EchoDelay:
         if self.peak < MIN_PEAK:
             self._run.clear()
             return
+        self._confident.append(self._frames)
         if self._run and abs(k - self._run[-1]) > self._tol:
             self._run.clear()
         self._run.append(k)
         if len(self._run) >= AGREE:
             self.lag = k
         self._reach(k)
+
+    @property
+    def heard(self) -> bool:
+        """An echo of the reply is there, locked on or not: `HEARD` confident measurements within `HEARD_S`."""
+        return len(self._confident) == HEARD and self._frames - self._confident[0] <= HEARD_S * 100
 
     def _reach(self, k: int) -> None:
         """`reach` after a confident measurement at `k`: a later delay counts at once, an earlier one only once
