@@ -272,14 +272,14 @@ class EchoCanceller:
 
     @property
     def late_echo_s(self) -> float:
-        """How much later than the stamps place it the echo comes, at the latest (`EchoDelay.reach`; s; 0 until
-        the detector measured it, under 0 where the stamps overstate the delay): a room's path, a Bluetooth speaker's unreported buffer. Chat
+        """How much later than the stamps place it the echo comes (s; 0 until the detector measured it, under 0
+        where the stamps overstate the delay): a room's path, a Bluetooth speaker's unreported buffer. Chat
         rebuilds the user's first word that much further past a pause (`voxcli.chat.listening`): the echo,
         and AEC3's hold on the user, go on as long."""
         d = self.detector
-        if d is None or d.delay.reach is None:
+        if d is None or d.delay.lag is None:
             return 0.0
-        return d.delay.reach / self.rate - self.config.margin_ms / 1000.0
+        return d.delay.lag / self.rate - self.config.margin_ms / 1000.0
 
     @property
     def reanchors(self) -> int:

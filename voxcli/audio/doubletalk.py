@@ -23,7 +23,10 @@ in the same bound). An echo later than that (a Bluetooth speaker's unreported
 buffer; the issue's room fixture, whose relay adds ~100-170 ms) is measured
 while the reply plays (`voxcli.audio.echo_delay`) and the bound reaches back to
 it (`_bound`): on that fixture, 40-90 false onsets per reply without it, none
-over 20 replies with it (benchmarks/bench_barge_in.py --room --self-turns 20).
+over 20 replies with it on an idle machine (benchmarks/bench_barge_in.py --room
+--self-turns 20). Under load the relay's delay steps and slides within a reply:
+the bound then reaches the latest delay seen lately (`EchoDelay.reach`) and stays
+wide while an echo is heard that no delay was locked on (`EchoDelay.heard`).
 
 What it cannot see: a user quieter than the echo in every bin (the onset is
 then found at the next syllable, or the VAD run pauses the reply as before).
@@ -60,7 +63,8 @@ above the bound are a room mode's peak under a harmonic of the reply, not a voic
 above in many bins). On 5 replies recorded through the issue's room fixture: 10 false onsets with one
 bin, 0 with three, the user's onsets over them unchanged."""
 UNMEASURED_S: Final = 3.0
-"""Reply heard (`FAR_ACTIVE` frames) with no echo delay measured after which the bound narrows back."""
+"""Reply heard (`FAR_ACTIVE` frames) with no echo delay measured after which the bound narrows back (unless
+`EchoDelay.heard`: an echo is there, its delay sliding)."""
 FAR_ACTIVE: Final = 0.01
 """A reference frame's peak above which the reply counts as playing (here, and the canceller's warm-up and
 ERLE, `voxcli.audio.aec`)."""
@@ -185,20 +189,21 @@ class DoubleTalkDetector:
             return True
         return False
 
-    def _bound(self, lag: int | None, far: np.ndarray) -> np.ndarray:
+    def _bound(self, reach: int | None, far: np.ndarray) -> np.ndarray:
         """The loudest far-end spectrum the echo in this frame's window can come from: from the placement on
         (the last `MAX_LAG_S`) and, once the echo's delay is measured, back to `KEEP_S` before its `reach`
-        (`voxcli.audio.echo_delay`: the latest delay it was seen at lately) plus `MAX_LAG_S`. The stamps' own window always stays in: a delay measured wrong never uncovers an echo
-        where the stamps put it (a lock too early, on a steady tone, can still miss a later echo). Until a
-        delay is measured, every spectrum up to `MAX_LAG_S` + `echo_delay.MAX_DELAY_S` back (the first reply
-        of a session, before the echo's delay is known) for `UNMEASURED_S` of the reply at most: where no
-        echo can be measured (headphones, a muted speaker) a bound that wide would only make the user harder
-        to hear, so the stamps' window comes back, unless the echo is heard though its delay moves too much
-        to lock on (`EchoDelay.heard`: through the room fixture under load, the first reply's echo was then
-        outside the narrowed bound and its syllables were onsets, once a self-interruption)."""
+        (`EchoDelay.reach`: the lock, or a later delay seen within the last second) plus `MAX_LAG_S`. The
+        stamps' own window always stays in: a delay measured wrong never uncovers an echo where the stamps
+        put it (a lock too early, on a steady tone, can still miss a later echo). Until a delay is measured,
+        every spectrum up to `MAX_LAG_S` + `echo_delay.MAX_DELAY_S` back (the first reply of a session,
+        before the echo's delay is known) for `UNMEASURED_S` of the reply: where no echo can be measured
+        (headphones, a muted speaker) a bound that wide would only make the user harder to hear, so the
+        stamps' window comes back, unless an echo is heard though its delay slides too much to lock on
+        (`EchoDelay.heard`: through the room fixture under load, the first reply's echo was then outside the
+        narrowed bound and its syllables were onsets, once a self-interruption)."""
         n = len(self._spectra)
-        if lag is not None:
-            self.shift = max(0, lag // self.frame - int(round(KEEP_S * 100)))
+        if reach is not None:
+            self.shift = max(0, reach // self.frame - int(round(KEEP_S * 100)))
             n = min(n, self._lags + self.shift)
         else:
             self._far_frames += bool(np.abs(far).max(initial=0.0) > FAR_ACTIVE)

@@ -28,18 +28,23 @@ later often wins, and a bound placed by it would be late. A far end that
 repeats itself exactly (a steady tone) has peaks at every period and can lock
 early; speech does not.
 
-The bound covers `reach`, not only `lag`: the latest delay the echo was seen at
-within `REACH_HOLD_S` (a lock, or one confident measurement later than it).
-Through the room fixture under load the echo's delay steps while a reply plays
-(the relay's queue: 133 -> 192 ms, and 67 -> 160 ms in a run that then
+The bound covers `reach`, not only `lag`: the latest delay the echo was
+locked on within `REACH_HOLD_S`, or measured later than the lock twice in a
+row. Through the room fixture under load the echo's delay steps while a reply
+plays (the relay's queue: 133 -> 192 ms, and 67 -> 160 ms in a run that then
 interrupted itself), and at a reply's start three measurements can agree on a
 delay that is not the echo's (~5 ms, the placement settling: the lock moved
 150 -> 3.5 ms for 0.3 s). Each time the echo came later than the bound and its
-syllables were onsets (2-4 per reply, recorded: benchmarks/aec_session.py). A
-bound that grows at once and shrinks only after `REACH_HOLD_S` costs a few
-hundred ms of a wider bound after a step; a bound always that wide (to
-`MAX_DELAY_S`) made a user 6 dB under the echo wait 440 ms for the onset
-instead of 175 (p50, /work/tmp/s30/cost.py).
+syllables were onsets (2-4 per reply in 2 of 6 sessions recorded under load
+with benchmarks/aec_session.py; none replayed with `reach`). A reach that
+grows within ~0.2 s of a step and shrinks only `REACH_HOLD_S` after one costs
+that long a wider bound; a bound always as wide (to `MAX_DELAY_S`) made a user
+6 dB under the room's echo wait 440 ms for the onset instead of 175 (p50 over
+20 starts, offline), and `reach` left those onsets as they were.
+
+Where the echo is heard but its delay slides too fast to lock (the relay
+starving: 47 -> 157 ms within 1.5 s), `heard` says so: the double-talk
+detector keeps its wide bound then rather than narrowing it as for headphones.
 """
 from __future__ import annotations
 
@@ -56,7 +61,8 @@ EVERY: Final = 10
 """Frames (10 ms) between measurements."""
 MIN_PEAK: Final = 0.12
 """Whitened correlation peak a measurement needs (the room fixture's echo: median 0.15; other speech than the
-reply reaches it too, so `AGREE`, not height, is what rules that out)."""
+reply reaches it too, so agreement between measurements (`AGREE`, `LATER_AGREE`, `HEARD`), not height, is what
+rules that out)."""
 AGREE: Final = 3
 """Measurements in a row, at lags within `TOL_S` of each other, that set the delay."""
 TOL_S: Final = 0.003
@@ -64,13 +70,19 @@ TOL_S: Final = 0.003
 FAR_POWER: Final = 1e-3
 """A bin takes part only where the reference's power is above this share of its strongest bin."""
 BAND_HZ: Final = (120.0, 6000.0)
-HEARD: Final = 3
-"""Confident measurements within `HEARD_S` that say an echo is there while no delay is locked: a microphone
-hearing the user over a reply with headphones gave 6-8 in 180 measurements (one in ~2.5 s), an echo through
-the room fixture whose delay jittered too much to lock (its relay starving under load) one in two."""
+HEARD: Final = 6
+"""Confident measurements within `HEARD_S` that say an echo is there while no delay is locked. The user over a
+reply with headphones gave a confident peak in 6-8 of 180 measurements (one in ~2.5 s; five within 3 s came once,
+for 2 s of one of four recordings, six never); the room fixture's echo sliding as its relay starved, one in two
+(a recorded session of 3 replies: 8 onsets, with `heard` none)."""
 HEARD_S: Final = 3.0
+LATER_AGREE: Final = 1
+"""Measurements in a row within `TOL_S` that put the echo later than the lock and widen `reach` at once. One could
+be another speaker's peak, widening the bound for `REACH_HOLD_S`, yet the user's onsets over the room's echo came
+as early with one as with the lock alone (offline, 20 starts at 0 and -6 dB: p50/p90 30/125 and 175/907 ms),
+while two left 3 onsets after a 90 ms step instead of 1 (tests/audio/test_echo_delay.py)."""
 REACH_HOLD_S: Final = 1.0
-"""How long a later delay seen (a lock, or one confident measurement past it) stays in `reach`."""
+"""How long a lock or a later delay measured stays in `reach` after it was last in force."""
 EARLIEST: Final = 0.6
 """A peak this close to the highest counts as the direct path when it comes earlier (recorded room frames:
 the lag then held within 117-140 ms over a minute, against 117-167 ms taking the highest)."""
@@ -100,11 +112,8 @@ class EchoDelay:
         """The last measurement's whitened correlation peak (for tests and tuning)."""
         self.measured: int | None = None
         """The last measurement's lag (confident or not)."""
-        self.reach: int | None = None
-        """The latest delay the echo may come at: the largest of `lag` and the lags locked or measured with a
-        confident peak within `REACH_HOLD_S` (None until a lag was locked)."""
-        self._seen: collections.deque[tuple[int, int]] = collections.deque()  # (frame, lag) within the hold
-        self._confident: collections.deque[int] = collections.deque(maxlen=HEARD)  # frames of the last ones
+        self._held: collections.deque[tuple[int, int]] = collections.deque()  # (frame, delay) for `reach`
+        self._confident: collections.deque[int] = collections.deque(maxlen=HEARD)  # frames, for `heard`
 
     def update(self, near: np.ndarray, far: np.ndarray) -> int | None:
         """One frame of the raw microphone and its placed reference; returns `lag`."""
@@ -112,7 +121,11 @@ class EchoDelay:
         self._frames_kept.append((np.asarray(near, np.float64)[:n], np.asarray(far, np.float64)[:n]))
         self._frames += 1
         if self._frames % EVERY == 0 and self._frames * n >= self._far_n:
+            if self.lag is not None:  # the lock in force until now stays in `reach` for the hold
+                self._held.append((self._frames, self.lag))
             self._measure()
+        while self._held and self._frames - self._held[0][0] >= REACH_HOLD_S * 100:
+            self._held.popleft()
         return self.lag
 
     def _measure(self) -> None:
@@ -147,20 +160,19 @@ class EchoDelay:
         self._run.append(k)
         if len(self._run) >= AGREE:
             self.lag = k
-        self._reach(k)
+        if self.lag is not None and k > self.lag + self._tol and len(self._run) >= LATER_AGREE:
+            self._held.append((self._frames, k))
 
     @property
     def heard(self) -> bool:
         """An echo of the reply is there, locked on or not: `HEARD` confident measurements within `HEARD_S`."""
         return len(self._confident) == HEARD and self._frames - self._confident[0] <= HEARD_S * 100
 
-    def _reach(self, k: int) -> None:
-        """`reach` after a confident measurement at `k`: a later delay counts at once, an earlier one only once
-        the later ones are `REACH_HOLD_S` old (a lock on a transient, a step the other way)."""
+    @property
+    def reach(self) -> int | None:
+        """The latest delay the echo may come at (samples; None until a lag was locked): the largest of `lag`,
+        the lags locked within `REACH_HOLD_S` and those measured later than the lock `LATER_AGREE` times in a row
+        within it. Grows at once, shrinks `REACH_HOLD_S` after a later delay was last in force."""
         if self.lag is None:
-            return
-        now, hold = self._frames, int(round(REACH_HOLD_S * 100))
-        self._seen.append((now, max(k, self.lag) if k > self.lag + self._tol else self.lag))
-        while self._seen and now - self._seen[0][0] > hold:
-            self._seen.popleft()
-        self.reach = max(lag for _, lag in self._seen)
+            return None
+        return max([self.lag, *(d for _, d in self._held)])
