@@ -4,6 +4,7 @@
     python benchmarks/aec_session.py record S.npz -- --room 0.3 --self-turns 8   # bench_barge_in.py's arguments
     python benchmarks/aec_session.py replay S.npz                                 # the canceller as it is
     python benchmarks/aec_session.py replay S.npz --no-gate                       # without the residual gate
+    python benchmarks/aec_session.py words T.npz                                  # T: recorded with --trials
 
 Why: the ERLE of one reply through the room fixture swings by 10-20 dB from run
 to run (the relay's queue, the sound server's skips, the load), so two versions
@@ -18,6 +19,12 @@ of the echo delay's raw measurements per 15 s (not only the agreeing ones it
 locks on), and how many frames the residual gate took down. A tap that came
 in just after a capture block was recorded is replayed after it: the live run
 may have seen it a block earlier.
+
+`words` replays a session recorded with `--trials` and transcribes each
+barge-in offline (moonshine-base-en, 4.4 s from 0.8 s before the onset, whole)
+as AEC3 gave it and with the first word's span patched as chat patches it
+(`voxcli.chat.listening`; the output latency taken as 50 ms): what the span
+itself is worth, apart from the streaming decode.
 """
 from __future__ import annotations
 
@@ -120,6 +127,65 @@ def replay(path: str, gate: bool) -> None:
     print(f"  echo delay after the placement, median of the raw measurements per 15 s (ms): {' '.join(delays)}")
 
 
+USER_SAYS = "It was the best of times, it was the worst of times."
+"""What bench_barge_in.py's user says (the Two Cities recording's first sentence)."""
+
+
+def words(path: str, pre_s: float | None, post_extra_s: float) -> None:
+    from voxcli.audio.aec import AECConfig, EchoCanceller
+    from voxcli.audio.aec_ref import ReferenceTimeline
+    from voxcli.audio.echo_mask import POST_S, PRE_S, TRAIL_S
+    from voxcli.bench.wer import word_errors
+    from voxcli.chat.listening import LATE_ECHO_MAX_S
+    from voxcli.hub.resolve import installed_bundle
+    from voxcli.runtimes.moonshine import MoonshineASR
+
+    pre_s = PRE_S if pre_s is None else pre_s
+    z = np.load(path)
+    cap, sizes, audio, ts, rates, t0s = z["cap"], z["sizes"], z["audio"], z["t"], z["rate"], z["t0"]
+    first = int(np.argmax(cap))
+    t0, rate = float(t0s[first]), int(rates[first])
+    c = EchoCanceller(rate, AECConfig(), reference=ReferenceTimeline(rate, clock=lambda: t0))
+    onsets: list[int] = []
+    pending: list[tuple[int, int]] = []  # (onset sample, span samples after it)
+    patches: list[tuple[int, np.ndarray]] = []
+
+    def told() -> None:  # the first onset of each trial pauses the reply (trials are > 6 s apart)
+        p = c.mask.count * c.mask.frame
+        if not onsets or p - onsets[-1] >= 6 * rate:
+            onsets.append(p)
+            post = POST_S + 0.05 + min(LATE_ECHO_MAX_S, max(0.0, c.late_echo_s)) + post_extra_s
+            pending.append((p, int(round(post * rate))))
+
+    c.on_near_speech = told
+    out, ends = [], np.cumsum(sizes)
+    for k in range(cap.size):
+        block = audio[ends[k] - sizes[k] : ends[k]]
+        if not cap[k]:
+            c.reference.tap(block, float(ts[k]), int(rates[k]))
+            continue
+        out.append(c.process(block, None if np.isnan(ts[k]) else float(ts[k])))
+        for p, post in [x for x in pending if c.mask.count * c.mask.frame >= x[0] + x[1] + TRAIL_S * rate]:
+            pending.remove((p, post))
+            patches.append(c.mask.audio(p - int(pre_s * rate), p + post))
+    aec3 = np.concatenate(out)
+    patched = aec3.copy()
+    for lo, a in patches:
+        patched[lo : lo + a.size] = a
+    bundle = installed_bundle("moonshine-base-en")
+    if bundle is None:
+        raise SystemExit("moonshine-base-en is not installed: voxcli pull moonshine-base-en")
+    asr = MoonshineASR.load(bundle.path, name="moonshine-base-en")
+    for name, y in (("AEC3's output", aec3), (f"span patched (pre {pre_s:g} s)", patched)):
+        errors = []
+        for p in onsets:
+            text = asr.text(y[max(0, p - int(0.8 * rate)) : p + int(3.6 * rate)].astype(np.float32))
+            errors.append(word_errors(USER_SAYS, text))
+            print(f"  {name}: {text}")
+        total = sum(errors[1:], errors[0]) if errors else None
+        print(f"{name}: WER {total.rate:.3f} over {len(onsets)} barge-ins" if total else f"{name}: no onsets")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -129,9 +195,15 @@ def main() -> None:
     p = sub.add_parser("replay", help="a recorded session through the canceller as it is now")
     p.add_argument("session")
     p.add_argument("--no-gate", action="store_true", help="without the residual echo gate")
+    w = sub.add_parser("words", help="a session recorded with --trials: each barge-in transcribed offline")
+    w.add_argument("session")
+    w.add_argument("--pre", type=float, default=None, help="seconds rebuilt before the onset (default: chat's)")
+    w.add_argument("--post-extra", type=float, default=0.0, help="seconds added to the span after the pause")
     args = ap.parse_args()
     if args.cmd == "record":
         record(args.out, [a for a in args.bench_args if a != "--"])
+    elif args.cmd == "words":
+        words(args.session, args.pre, args.post_extra)
     else:
         replay(args.session, not args.no_gate)
 
