@@ -29,16 +29,17 @@ repeats itself exactly (a steady tone) has peaks at every period and can lock
 early; speech does not.
 
 The bound covers `reach`, not only `lag`: the latest delay the echo was
-locked on within `REACH_HOLD_S`, or measured later than the lock twice in a
-row. Through the room fixture under load the echo's delay steps while a reply
+locked on within `REACH_HOLD_S`, or measured later than the lock with a
+confident peak (`LATER_AGREE`). Through the room fixture under load the echo's delay steps while a reply
 plays (the relay's queue: 133 -> 192 ms, and 67 -> 160 ms in a run that then
 interrupted itself), and at a reply's start three measurements can agree on a
 delay that is not the echo's (~5 ms, the placement settling: the lock moved
 150 -> 3.5 ms for 0.3 s). Each time the echo came later than the bound and its
 syllables were onsets (2-4 per reply in 2 of 6 sessions recorded under load
 with benchmarks/aec_session.py; none replayed with `reach`). A reach that
-grows within ~0.2 s of a step and shrinks only `REACH_HOLD_S` after one costs
-that long a wider bound; a bound always as wide (to `MAX_DELAY_S`) made a user
+grows with the first confident measurement after a step (0.6 s after a 90 ms
+step in the tests, the lock 0.2 s later) and shrinks only `REACH_HOLD_S` after
+one costs that long a wider bound; a bound always as wide (to `MAX_DELAY_S`) made a user
 6 dB under the room's echo wait 440 ms for the onset instead of 175 (p50 over
 20 starts, offline), and `reach` left those onsets as they were.
 
