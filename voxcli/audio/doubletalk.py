@@ -82,7 +82,7 @@ this hold, 0 with it (tests/audio/test_doubletalk.py pins it on a synthetic hole
 NOISE_MARGIN_DB: Final = 12.0
 """A bin is the near end's only when it is also this far above the microphone's noise floor (a minimum,
 so below the noise's mean). 10 dB still let a fan at -45..-35 dBFS make 1-6 false onsets per reply
-with a gap in it, on the synthetic room (/work/tmp/H-fixbarge/sweep.py); 12 dB: none from the noise."""
+with a gap in it, on the synthetic room (an offline sweep of the margin); 12 dB: none from the noise."""
 NOISE_SMOOTH: Final = 0.8
 """Per-frame smoothing of the microphone's power spectrum the noise floor is the minimum of."""
 NOISE_SPAN: Final = (25, 6)
