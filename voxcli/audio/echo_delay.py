@@ -29,19 +29,23 @@ repeats itself exactly (a steady tone) has peaks at every period and can lock
 early; speech does not.
 
 The bound covers `reach`, not only `lag`: the latest delay the echo was
-locked on within `REACH_HOLD_S`, or measured later than the lock with a
-confident peak (`LATER_AGREE`). Through the room fixture under load the echo's delay steps while a reply
-plays (the relay's queue: 133 -> 192 ms, and 67 -> 160 ms in a run that then
-interrupted itself), and at a reply's start three measurements can agree on a
+locked on within `REACH_HOLD_S`, or measured later than the lock with one
+confident peak. Through the room fixture under load the echo's delay steps
+while a reply plays (the relay's queue: 133 -> 192 ms, and 67 -> 160 ms in a
+run that then interrupted itself), and at a reply's start three measurements can agree on a
 delay that is not the echo's (~5 ms, the placement settling: the lock moved
 150 -> 3.5 ms for 0.3 s). Each time the echo came later than the bound and its
 syllables were onsets (2-4 per reply in 2 of 6 sessions recorded under load
 with benchmarks/aec_session.py; none replayed with `reach`). A reach that
 grows with the first confident measurement after a step (0.6 s after a 90 ms
 step in the tests, the lock 0.2 s later) and shrinks only `REACH_HOLD_S` after
-one costs that long a wider bound; a bound always as wide (to `MAX_DELAY_S`) made a user
-6 dB under the room's echo wait 440 ms for the onset instead of 175 (p50 over
-20 starts, offline), and `reach` left those onsets as they were.
+one costs that long a wider bound; a bound always as wide (to `MAX_DELAY_S`)
+made a user 6 dB under the room's echo wait 440 ms for the onset instead of 175
+(p50 over 20 starts, offline), and `reach` left those onsets as they were. One
+peak could be another speaker's, widening the bound for `REACH_HOLD_S`, yet the
+user's onsets came as early (p50/p90 30/125 ms at 0 dB, 175/907 ms at -6 dB,
+as with the lock alone), while waiting for two agreeing peaks left 3 onsets
+after the tests' 90 ms step instead of 1-2.
 
 Where the echo is heard but its delay slides too fast to lock (the relay
 starving: 47 -> 157 ms within 1.5 s), `heard` says so: the double-talk
@@ -62,8 +66,8 @@ EVERY: Final = 10
 """Frames (10 ms) between measurements."""
 MIN_PEAK: Final = 0.12
 """Whitened correlation peak a measurement needs (the room fixture's echo: median 0.15; other speech than the
-reply reaches it too, so agreement between measurements (`AGREE`, `LATER_AGREE`, `HEARD`), not height, is what
-rules that out)."""
+reply reaches it too, so agreement between measurements (`AGREE`, `HEARD`), not height, is what rules that
+out)."""
 AGREE: Final = 3
 """Measurements in a row, at lags within `TOL_S` of each other, that set the delay."""
 TOL_S: Final = 0.003
@@ -77,11 +81,6 @@ reply with headphones gave a confident peak in 6-8 of 180 measurements (one in ~
 for 2 s of one of four recordings, six never); the room fixture's echo sliding as its relay starved, one in two
 (a recorded session of 3 replies: 8 onsets, with `heard` none)."""
 HEARD_S: Final = 3.0
-LATER_AGREE: Final = 1
-"""Measurements in a row within `TOL_S` that put the echo later than the lock and widen `reach` at once. One could
-be another speaker's peak, widening the bound for `REACH_HOLD_S`, yet the user's onsets over the room's echo came
-as early with one as with the lock alone (offline, 20 starts at 0 and -6 dB: p50/p90 30/125 and 175/907 ms),
-while two left 3 onsets after a 90 ms step instead of 1 (tests/audio/test_echo_delay.py)."""
 REACH_HOLD_S: Final = 1.0
 """How long a lock or a later delay measured stays in `reach` after it was last in force."""
 EARLIEST: Final = 0.6
@@ -161,7 +160,7 @@ class EchoDelay:
         self._run.append(k)
         if len(self._run) >= AGREE:
             self.lag = k
-        if self.lag is not None and k > self.lag + self._tol and len(self._run) >= LATER_AGREE:
+        if self.lag is not None and k > self.lag + self._tol:  # a later echo counts at once (module docstring)
             self._held.append((self._frames, k))
 
     @property
@@ -172,8 +171,8 @@ class EchoDelay:
     @property
     def reach(self) -> int | None:
         """The latest delay the echo may come at (samples; None until a lag was locked): the largest of `lag`,
-        the lags locked within `REACH_HOLD_S` and those measured later than the lock `LATER_AGREE` times in a row
-        within it. Grows at once, shrinks `REACH_HOLD_S` after a later delay was last in force."""
+        the lags locked within `REACH_HOLD_S` and the confident measurements later than the lock within it.
+        Grows at once, shrinks `REACH_HOLD_S` after a later delay was last in force."""
         if self.lag is None:
             return None
         return max([self.lag, *(d for _, d in self._held)])
