@@ -70,16 +70,40 @@ def record(out: str, bench_args: list[str]) -> None:
         print(f"recorded {int(kinds.sum())} capture blocks and {int((~kinds).sum())} taps -> {out}")
 
 
-def replay(path: str, gate: bool) -> None:
-    from voxcli.audio import echo_delay
-    from voxcli.audio.aec import ERLE_AFTER_S, AECConfig, EchoCanceller
+def canceller_for(path: str, **config: bool):  # type: ignore[no-untyped-def]
+    """A fresh `EchoCanceller` at the session's rate and start (`AECConfig(**config)`)."""
+    from voxcli.audio.aec import AECConfig, EchoCanceller
     from voxcli.audio.aec_ref import ReferenceTimeline
 
     z = np.load(path)
-    cap, sizes, audio, ts, rates, t0s = z["cap"], z["sizes"], z["audio"], z["t"], z["rate"], z["t0"]
-    first = int(np.argmax(cap))
-    t0, rate = float(t0s[first]), int(rates[first])
-    c = EchoCanceller(rate, AECConfig(residual_gate=gate), reference=ReferenceTimeline(rate, clock=lambda: t0))
+    first = int(np.argmax(z["cap"]))
+    t0, rate = float(z["t0"][first]), int(z["rate"][first])
+    return EchoCanceller(rate, AECConfig(**config), reference=ReferenceTimeline(rate, clock=lambda: t0))
+
+
+def feed(path: str, c, after=None) -> list[np.ndarray]:  # type: ignore[no-untyped-def]
+    """The session's taps and capture blocks through `c`, in their recorded order; `after()` after each block.
+    Returns what `c.process` gave."""
+    z = np.load(path)
+    cap, sizes, audio, ts, rates = z["cap"], z["sizes"], z["audio"], z["t"], z["rate"]
+    out, ends = [], np.cumsum(sizes)
+    for k in range(cap.size):
+        block = audio[ends[k] - sizes[k] : ends[k]]
+        if not cap[k]:
+            c.reference.tap(block, float(ts[k]), int(rates[k]))
+            continue
+        out.append(c.process(block, None if np.isnan(ts[k]) else float(ts[k])))
+        if after is not None:
+            after()
+    return out
+
+
+def replay(path: str, gate: bool) -> None:
+    from voxcli.audio import echo_delay
+    from voxcli.audio.aec import ERLE_AFTER_S
+
+    c = canceller_for(path, residual_gate=gate)
+    rate = c.rate
     frames: list[tuple[bool, float, float]] = []
     add = c.loss.add
 
@@ -97,14 +121,8 @@ def replay(path: str, gate: bool) -> None:
             lags.append((self._frames, self.measured))
 
     echo_delay.EchoDelay._measure = measured  # type: ignore[method-assign]
-    ends = np.cumsum(sizes)
     started = time.process_time()
-    for k in range(cap.size):
-        block = audio[ends[k] - sizes[k] : ends[k]]
-        if cap[k]:
-            c.process(block, None if np.isnan(ts[k]) else float(ts[k]))
-        else:
-            c.reference.tap(block, float(ts[k]), int(rates[k]))
+    feed(path, c)
     cpu = time.process_time() - started
     f = np.array(frames)
     playing, heard = f[:, 0] > 0, np.cumsum(f[:, 0] > 0)
@@ -132,8 +150,6 @@ USER_SAYS = "It was the best of times, it was the worst of times."
 
 
 def words(path: str, pre_s: float | None, post_extra_s: float) -> None:
-    from voxcli.audio.aec import AECConfig, EchoCanceller
-    from voxcli.audio.aec_ref import ReferenceTimeline
     from voxcli.audio.echo_mask import POST_S, PRE_S, TRAIL_S
     from voxcli.bench.wer import word_errors
     from voxcli.chat.listening import LATE_ECHO_MAX_S
@@ -141,11 +157,8 @@ def words(path: str, pre_s: float | None, post_extra_s: float) -> None:
     from voxcli.runtimes.moonshine import MoonshineASR
 
     pre_s = PRE_S if pre_s is None else pre_s
-    z = np.load(path)
-    cap, sizes, audio, ts, rates, t0s = z["cap"], z["sizes"], z["audio"], z["t"], z["rate"], z["t0"]
-    first = int(np.argmax(cap))
-    t0, rate = float(t0s[first]), int(rates[first])
-    c = EchoCanceller(rate, AECConfig(), reference=ReferenceTimeline(rate, clock=lambda: t0))
+    c = canceller_for(path)
+    rate = c.rate
     onsets: list[int] = []
     pending: list[tuple[int, int]] = []  # (onset sample, span samples after it)
     patches: list[tuple[int, np.ndarray]] = []
@@ -158,16 +171,13 @@ def words(path: str, pre_s: float | None, post_extra_s: float) -> None:
             pending.append((p, int(round(post * rate))))
 
     c.on_near_speech = told
-    out, ends = [], np.cumsum(sizes)
-    for k in range(cap.size):
-        block = audio[ends[k] - sizes[k] : ends[k]]
-        if not cap[k]:
-            c.reference.tap(block, float(ts[k]), int(rates[k]))
-            continue
-        out.append(c.process(block, None if np.isnan(ts[k]) else float(ts[k])))
+
+    def patch_due() -> None:  # the span is rebuilt once its audio and `TRAIL_S` more were recorded, as chat does
         for p, post in [x for x in pending if c.mask.count * c.mask.frame >= x[0] + x[1] + TRAIL_S * rate]:
             pending.remove((p, post))
             patches.append(c.mask.audio(p - int(pre_s * rate), p + post))
+
+    out = feed(path, c, patch_due)
     aec3 = np.concatenate(out)
     patched = aec3.copy()
     for lo, a in patches:
