@@ -26,11 +26,11 @@ under the echo too (an onset 250-300 ms late left the mask's WER at 0.034 over
 from __future__ import annotations
 
 import collections
-from typing import Final
+from typing import Callable, Final
 
 import numpy as np
 
-from voxcli.audio import echo_path
+from voxcli.audio import echo_path, echo_subband
 
 PRE_S: Final = 0.3
 """Audio before the pause that is rebuilt from the mask (the onset comes up to ~0.3 s after the first word)."""
@@ -41,7 +41,7 @@ TRAIL_S: Final = 0.04
 """A span can be rebuilt once this much audio after it was recorded: every window over it (32 ms) is whole."""
 KEEP_S: Final = 1.5
 """Masked frames kept (PRE_S + POST_S, the output latency and a late echo's delay, up to 0.2 and 0.4 s, and slack)."""
-RAW_KEEP_S: Final = 3.5
+RAW_KEEP_S: Final = 4.0
 """Raw microphone and reference kept for the linear fit (`echo_path.FIT_S` and its lags before the span, the span
 with a late echo's 0.4 s, slack)."""
 
@@ -65,7 +65,7 @@ class EchoMask:
         self.linear = True
         """Try the linear subtraction first (`echo_path`); False: the mask alone (benchmarks compare them)."""
         self.rebuilt_by: str | None = None
-        """What rebuilt the last span: "linear" or "mask" (None: nothing yet)."""
+        """What rebuilt the last span: "linear" (`echo_path`), "room" (`echo_subband`) or "mask" (None: nothing yet)."""
         self.raw_kept_s = 0.0
         """Raw audio kept when the last span was rebuilt (short after a cut: too little for a fit)."""
 
@@ -96,17 +96,20 @@ class EchoMask:
         """Samples [lo, hi) rebuilt: the microphone minus the fitted echo (`echo_path.rebuild`) when a fit can
         be trusted, else the masked spectra by overlap-add, clipped to the samples every window of which is
         kept (from the oldest frame on; up to a window minus a frame before the newest frame's end)."""
-        got, self.raw_kept_s = None, len(self._raw) * self.frame / self.rate
-        if self.linear:
+        self.raw_kept_s = len(self._raw) * self.frame / self.rate
+        for by, fit in (("linear", echo_path.rebuild), ("room", echo_subband.rebuild)) if self.linear else ():
             try:
-                got = self._linear(lo, hi)
+                got = self._linear(lo, hi, fit)
             except Exception:  # noqa: BLE001 - on the capture thread: the mask is always there to stand in
                 got = None
-        self.rebuilt_by = "mask" if got is None else "linear"
-        return got if got is not None else self._masked(lo, hi)
+            if got is not None:
+                self.rebuilt_by = by
+                return got
+        self.rebuilt_by = "mask"
+        return self._masked(lo, hi)
 
-    def _linear(self, lo: int, hi: int) -> tuple[int, np.ndarray] | None:
-        """[lo, hi) from the raw ring with the echo subtracted (clipped to what was recorded), or None."""
+    def _linear(self, lo: int, hi: int, fit: Callable[..., np.ndarray | None]) -> tuple[int, np.ndarray] | None:
+        """[lo, hi) from the raw ring with the echo subtracted by `fit` (clipped to what was recorded), or None."""
         first = (self.count - len(self._raw)) * self.frame  # sample number of the ring's first sample
         # (the ring ends with the newest frame: `record` appends every frame, `cut` empties it)
         hi = min(hi, self.count * self.frame)
@@ -114,7 +117,7 @@ class EchoMask:
             return None
         near = np.concatenate([n for n, _ in self._raw])
         far = np.concatenate([f for _, f in self._raw])
-        out = echo_path.rebuild(near, far, lo - first, hi - first, self.rate)
+        out = fit(near, far, lo - first, hi - first, self.rate)
         return None if out is None else (lo, out)
 
     def _masked(self, lo: int, hi: int) -> tuple[int, np.ndarray]:

@@ -1,0 +1,108 @@
+"""The room's echo subtracted per frequency band (`voxcli.audio.echo_subband`) on recorded arrays.
+
+The reply is voxcli's own voice (whole synthesis), the user the Beckett recording starting over the
+reply; the echo is the tests' synthetic room (`voxcli.audio.aec_room.Room`: a soft-clipped speaker,
+300 ms of reverberation whose tail carries most of the echo), which the time-domain fit
+(`voxcli.audio.echo_path`) never trusts. The span is the one chat patches: 0.3 s before the pause,
+0.4 s after (POST_S, the output latency, the echo's delay), the pause 0.27 s after the first word.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.audio.conftest import SR, USER_AT_S
+from tests.audio.test_doubletalk import room_mic, speech_start
+from voxcli.audio import echo_path, echo_subband
+from voxcli.audio.aec_room import Room, echo_of, rms
+from voxcli.audio.pcm import resample
+
+LATE_S = 0.27
+"""The pause comes this long after the user's first word."""
+
+
+def _db(x: np.ndarray, ref: np.ndarray) -> float:
+    return float(10 * np.log10(np.sum(np.square(x, dtype=np.float64)) / np.sum(np.square(ref, dtype=np.float64))))
+
+
+def room_scene(reply: tuple[np.ndarray, int], user: np.ndarray, user_db: float = 0.0,
+               echo: np.ndarray | None = None):
+    """(far, near, user alone, first word, pause) in samples: the reply through the room, the user `user_db`
+    against the echo from `USER_AT_S` on, the reply paused `LATE_S` after their first word."""
+    far = resample(reply[0], reply[1], SR).astype(np.float32)
+    at = int(USER_AT_S * SR)
+    voice = user * (rms(room_mic(*reply, far.size)) / rms(user) * 10 ** (user_db / 20))
+    start = at + speech_start(voice)
+    pause = start + int(LATE_S * SR)
+    far[pause:] = 0.0  # the reply paused: its echo rings on for the room's tail
+    mic = room_mic(far, SR, far.size) if echo is None else echo
+    alone = np.zeros_like(far)
+    alone[at:] = voice[: far.size - at]
+    return far, mic + alone, alone, start, pause
+
+
+@pytest.mark.parametrize("user_db, within_db", [(0.0, -25.0), (-12.0, -15.0), (-18.0, -10.0)],
+                         ids=["user-8-dB-over", "user-4-dB-under", "user-10-dB-under"])
+def test_the_user_comes_back_under_the_rooms_echo(reply, user, user_db, within_db) -> None:
+    far, near, alone, start, pause = room_scene(reply, user, user_db)
+    lo, hi = pause - int(0.3 * SR), pause + int(0.4 * SR)
+    assert echo_path.rebuild(near, far, lo, hi) is None  # the time-domain fit does not hold in this room
+    got = echo_subband.rebuild(near, far, lo, hi)
+    assert got is not None and got.size == hi - lo
+    u = slice(start - lo, hi - lo)
+    left = _db(got[u] - alone[start:hi], alone[start:hi])
+    before = _db(near[start:pause] - alone[start:pause], alone[start:pause])  # the echo against the user before the pause
+    print(f"user {user_db:+.0f} dB: echo {before:+.1f} dB against the user, after the fit {left:+.1f} dB")
+    # measured: -33.6, -22.6 and -16.7 dB, the echo -7.8, +4.2 and +10.2 dB against the user before the pause
+    # (the mask left the user at -8.2 dB of themselves as loud as the echo: test_echo_path)
+    assert left < within_db
+
+
+def test_the_tail_after_the_pause_is_subtracted_too(reply, user) -> None:
+    """The reply stopped at the pause; its echo rings on for the room's tail, which the fit covers."""
+    far, near, alone, start, pause = room_scene(reply, user, -60.0)  # (the user inaudible)
+    lo, hi = pause - int(0.3 * SR), pause + int(0.4 * SR)
+    got = echo_subband.rebuild(near, far, lo, hi)
+    assert got is not None
+    tail = slice(pause - lo, hi - lo)
+    span, rings = _db(got, near[lo:hi]), _db(got[tail], near[pause:hi])
+    print(f"echo left over the span {span:+.1f} dB, over its tail after the pause {rings:+.1f} dB")
+    assert span < -15.0 and rings < -15.0
+
+
+def test_a_step_of_the_echos_delay_early_in_the_fit_is_fitted_around(reply, user, monkeypatch) -> None:
+    """The relay's queue starving moves the echo ~20 ms later; 1.5 s before the span the whole fit
+    mixes two paths, and the latest second alone is fitted instead."""
+    far = resample(reply[0], reply[1], SR).astype(np.float32)
+    _, _, _, _, pause = room_scene(reply, user)
+    far[pause:] = 0.0
+    step = pause - int(0.3 * SR) - int(1.5 * SR)
+    mic = room_mic(far, SR, far.size)
+    late = echo_of(np.concatenate([np.zeros(320, np.float32), far])[: far.size], SR, Room(delay_s=0.04))
+    mic[step:] = late[step:]
+    far, near, alone, start, pause = room_scene(reply, user, 0.0, echo=mic)
+    lo, hi = pause - int(0.3 * SR), pause + int(0.4 * SR)
+    u = slice(start - lo, hi - lo)
+    left = []
+    for min_db in (echo_subband.MIN_ERLE_DB, 0.0):  # as it is; the whole fit kept, however little it took
+        monkeypatch.setattr(echo_subband, "MIN_ERLE_DB", min_db)
+        got = echo_subband.rebuild(near, far, lo, hi)
+        assert got is not None
+        left.append(_db(got[u] - alone[start:hi], alone[start:hi]))
+    print(f"a step 1.5 s before the span: the user within {left[0]:+.1f} dB of themselves ({left[1]:+.1f} without"
+          " the retry)")
+    assert left[0] < -25.0 and left[0] < left[1] - 5.0  # measured: -31.1 dB, -22.7 dB (the whole fit took 10.7)
+
+
+def test_no_fit_where_no_echo_can_be_fitted(reply, user) -> None:
+    far, near, alone, start, pause = room_scene(reply, user)
+    lo, hi = pause - int(0.3 * SR), pause + int(0.4 * SR)
+    assert echo_subband.rebuild(alone, far, lo, hi) is None  # the far end played, the microphone never heard it
+    assert echo_subband.rebuild(near, np.zeros_like(far), lo, hi) is None  # no reference known
+    assert echo_subband.rebuild(near, far, int(0.05 * SR), int(0.5 * SR)) is None  # no reply before the span
+    assert echo_subband.rebuild(near, far, lo, near.size + 1) is None  # a span past what was recorded
+    assert echo_subband.rebuild(near, far, lo, hi, rate=48000) is None  # its sizes are for 16 kHz
+    for bad in (np.nan, np.inf):
+        broken = near.copy()
+        broken[lo - SR] = bad
+        assert echo_subband.rebuild(broken, far, lo, hi) is None
