@@ -21,7 +21,8 @@ The mask is the fallback now: `audio` first subtracts the reply's echo with a
 linear fit made from the raw microphone and reference kept here
 (`voxcli.audio.echo_path`), which keeps the user in the bins where they are
 under the echo too (an onset 250-300 ms late left the mask's WER at 0.034 over
-87 barge-ins); the mask stands in where no fit can be trusted.
+87 barge-ins), else, through a reverberant room, with a fit per frequency bin
+(`voxcli.audio.echo_subband`); the mask stands in where no fit can be trusted.
 """
 from __future__ import annotations
 
@@ -42,8 +43,8 @@ TRAIL_S: Final = 0.04
 KEEP_S: Final = 1.5
 """Masked frames kept (PRE_S + POST_S, the output latency and a late echo's delay, up to 0.2 and 0.4 s, and slack)."""
 RAW_KEEP_S: Final = 4.0
-"""Raw microphone and reference kept for the linear fit (`echo_path.FIT_S` and its lags before the span, the span
-with a late echo's 0.4 s, slack)."""
+"""Raw microphone and reference kept for the fits (`FIT_S` and the lags before the span: echo_subband's 0.45 s
+delay and 0.22 s path; the span with a late echo's 0.4 s; slack)."""
 
 
 class EchoMask:
