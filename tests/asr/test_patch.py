@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from voxcli.asr.buffer import PATCH_JOIN_S, WorkerBuffer
+from voxcli.asr.buffer import PATCH_JOIN_S, PATCH_WAIT_S, WorkerBuffer
 from voxcli.asr.endpointer import VADConfig
 from voxcli.asr.inbox import AudioInbox, Patch
 from voxcli.asr.streamer import ASRStreamer
@@ -19,6 +19,9 @@ from voxcli.audio.files import read_audio
 from voxcli.runtimes.silero_vad import SileroVAD
 
 SR = 16000
+LATE_S = 1.6
+"""A patch this much audio after its span: the worker decoded twice meanwhile (steps of 0.5 s), and "Best of"
+turned stable."""
 
 
 def _words(text: str) -> list[str]:
@@ -26,13 +29,17 @@ def _words(text: str) -> list[str]:
 
 
 def _transcribe(moonshine, vad_path, audio: np.ndarray, patch: tuple[int, np.ndarray] | None = None,
-                after: int = 0) -> str:
-    """Chat's streamer settings, lockstep; `patch` is sent once the samples up to `after` were."""
+                after: int = 0, announce: int | None = None) -> str:
+    """Chat's streamer settings, lockstep; `patch` is sent once the samples up to `after` were (announced
+    with `expect_patch` once those up to `announce` were)."""
     s = ASRStreamer(moonshine, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
     threading.Thread(target=lambda: list(s.captions), daemon=True).start()
-    sent = False
+    sent = announced = False
     for i in range(0, audio.size, 512):
         s.send(audio[i : i + 512])
+        if announce is not None and not announced and i + 512 >= announce:
+            s.expect_patch()
+            announced = True
         if patch is not None and not sent and i + 512 >= after:
             s.patch(*patch)
             sent = True
@@ -51,6 +58,42 @@ def test_a_first_word_patched_back_is_heard(moonshine, vad_path, speech_samples)
     start = lo - int(0.3 * SR)  # the patch reaches before the kept pre-roll, and after the covered span
     patched = _words(_transcribe(moonshine, vad_path, covered, (start, audio[start : hi + 3200]), after=hi + 3200))
     assert patched[:4] == ["it", "was", "the", "best"], patched
+
+
+def test_an_announced_patch_is_waited_for_so_the_words_it_replaces_never_turn_stable(
+        moonshine, vad_path, speech_samples) -> None:
+    """Chat announces the patch at the onset and sends it once the span is rebuilt, later under load (the
+    room's fit: 100-300 ms on the capture thread live). Words decoded meanwhile from the audio as first sent
+    turned stable, and an utterance with stable words does not move back to the patch: its first words
+    were lost. (Lockstep counts time in audio: the rebuild's delay is audio sent before the patch.)"""
+    audio = read_audio(speech_samples["two_cities"], rate=SR)[0][: 6 * SR]
+    rms = np.sqrt(np.mean(audio[: audio.size // 160 * 160].reshape(-1, 160) ** 2, axis=1))
+    onset = int(np.argmax(rms > 0.02)) * 160
+    lo, hi = onset - 160 * 5, onset + int(0.45 * SR)
+    covered = audio.copy()
+    covered[lo:hi] = 0.0  # "It was" lost under the reply; "the best of times" heard once it paused
+    start = lo - int(0.3 * SR)
+    patch = (start, audio[start : hi + 3200])
+    late = hi + int(LATE_S * SR)
+    unannounced = _words(_transcribe(moonshine, vad_path, covered, patch, after=late))
+    assert unannounced[:2] != ["it", "was"], unannounced  # the premise: "the best" turned stable first
+    announced = _words(_transcribe(moonshine, vad_path, covered, patch, after=late,
+                                   announce=late - int(0.9 * PATCH_WAIT_S * SR)))  # within its wait
+    assert announced[:4] == ["it", "was", "the", "best"], announced
+
+
+def test_an_announced_patch_that_never_comes_is_waited_for_a_while_only() -> None:
+    b = WorkerBuffer()
+    b.append(np.zeros(SR, np.float32))
+    b.announce()
+    assert b.patch_due
+    b.append(np.zeros(int(PATCH_WAIT_S * SR) - 1, np.float32))
+    assert b.patch_due
+    b.append(np.zeros(1, np.float32))
+    assert not b.patch_due  # decoding resumes: the caller gave up on it (the ASR dropped audio meanwhile)
+    b.announce()
+    b.patch(SR // 2, np.ones(100, np.float32))
+    assert not b.patch_due  # it came
 
 
 def test_a_patch_comes_after_the_samples_sent_before_it() -> None:

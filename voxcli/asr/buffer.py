@@ -17,6 +17,8 @@ from voxcli.errors import UsageError
 
 PATCH_JOIN_S: Final = 0.5
 """A patched span joins an utterance whose first speech frame comes this soon after it (`PatchedSpeech`)."""
+PATCH_WAIT_S: Final = 1.0
+"""An announced patch is waited for (no decode) until this much more audio was taken, at most (`announce`)."""
 
 
 def clean(chunk: np.ndarray) -> np.ndarray:
@@ -40,6 +42,24 @@ class WorkerBuffer:
         self.probs: list[float] = []  # VAD score per frame, frame k = samples [512k, 512k+512)
         self.floor = 0  # audio before this belongs to a committed utterance: no patch reaches it
         self.patched = PatchedSpeech(int(PATCH_JOIN_S * SR))
+        self._due_until: int | None = None
+
+    def announce(self) -> None:
+        """A patch is on its way (`ASRStreamer.expect_patch`): no decode until it comes, or `PATCH_WAIT_S` more.
+
+        Why: a decode of the audio as first sent can make its words stable, and stable words stay
+        first: an utterance that has them does not move back to the patch (`PatchedSpeech`), and they
+        are forced as the decoder's prefix. Chat's barge-in rebuild through a room takes 50-100 ms of
+        one core, longer under load; in that time a decode of AEC3's output made "He was", "What
+        what's" stable over "It was" (benchmarks/bench_barge_in.py --room 0.3)."""
+        self._due_until = self.end + int(PATCH_WAIT_S * SR)
+
+    @property
+    def patch_due(self) -> bool:
+        """An announced patch has not come, and its wait is not over."""
+        if self._due_until is not None and self.end >= self._due_until:
+            self._due_until = None
+        return self._due_until is not None
 
     @property
     def end(self) -> int:
@@ -72,6 +92,7 @@ class WorkerBuffer:
         `floor` (audio of a committed utterance) nor past the end (not taken yet). Returns the
         span now patched (also `patched.span`), or None when nothing of it could be.
         """
+        self._due_until = None  # what was announced came (or what could be of it)
         lo, hi = max(sample, self.floor), min(sample + audio.size, self.end)
         if hi <= lo or hi < self.start:
             return None

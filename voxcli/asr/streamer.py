@@ -23,7 +23,8 @@ Two rules keep it real time over hours:
 Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consumed at the worker's
 speed, bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST
 waiting audio past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard.
-`patch(sample, a)`: audio sent earlier, corrected since (the next decode sees it; `asr/buffer.py`).
+`patch(sample, a)`: audio sent earlier, corrected since (the next decode sees it; `asr/buffer.py`); `expect_patch()`
+announces one.
 """
 from __future__ import annotations
 
@@ -64,21 +65,10 @@ class ASREngine(Protocol):
 class ASRStreamer:
     """Push 16 kHz float32 audio with `send`, read `captions`, end with `finish`."""
 
-    def __init__(
-        self,
-        model: ASREngine,
-        vad: FrameScorer,
-        *,
-        agreement: int | None = None,
-        step_ms: int | None = None,
-        vad_config: VADConfig | None = None,
-        max_buffer_s: float = 20.0,
-        lockstep: bool = False,
-        max_pending_s: float = 10.0,
-        speculative: bool = True,
-        hold_from: HoldFrom = "vad",
-        tail_from_speech: bool = False,
-    ) -> None:
+    def __init__(self, model: ASREngine, vad: FrameScorer, *, agreement: int | None = None,
+                 step_ms: int | None = None, vad_config: VADConfig | None = None, max_buffer_s: float = 20.0,
+                 lockstep: bool = False, max_pending_s: float = 10.0, speculative: bool = True,
+                 hold_from: HoldFrom = "vad", tail_from_speech: bool = False) -> None:
         if getattr(model, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
             raise UsageError("the ASR model must take 16 kHz audio")
         if (step_ms := step_ms or getattr(model, "step_ms", None) or DEFAULT_STEP_MS) < 100:  # None: the model's
@@ -113,12 +103,9 @@ class ASRStreamer:
 
     # ---- caller side -------------------------------------------------
     def send(self, audio: np.ndarray, *, block: bool = True) -> None:
-        """Queue float32 mono 16 kHz samples (any length); see "Back-pressure" above.
-
-        `block=True` waits while `max_pending_s` is waiting (nothing is lost);
-        `block=False` never waits and drops the oldest waiting audio instead.
-        Ignored after `cancel()`; a UsageError after `finish()`.
-        """
+        """Queue float32 mono 16 kHz samples (any length); see "Back-pressure" above. `block=True` waits while
+        `max_pending_s` is waiting (nothing is lost); `block=False` never waits and drops the oldest waiting audio
+        instead. Ignored after `cancel()`; a UsageError after `finish()`."""
         a = np.asarray(audio, dtype=np.float32).reshape(-1)
         if self._inbox.cancelled:
             return
@@ -143,6 +130,12 @@ class ASRStreamer:
         if self._finished or self._inbox.cancelled:
             return
         self._inbox.put_patch(Patch(int(sample), np.array(audio, dtype=np.float32).reshape(-1)))  # a copy
+
+    def expect_patch(self) -> None:
+        """A `patch` will follow: no decode until it comes, so no word it replaces turns stable
+        (`WorkerBuffer.announce`)."""
+        if not (self._finished or self._inbox.cancelled):
+            self._inbox.put_patch(Patch(-1, np.zeros(0, np.float32)))  # (empty: the announcement, in order)
 
     def subscribe(self, fn: Subscriber) -> None:
         """Call `fn(event)` with each `UtteranceEdge`, `SpeculativeFinal` and `SpeculationEnd` (asr/speculation.py),
@@ -204,7 +197,8 @@ class ASRStreamer:
                 if done:
                     break
                 self._ingest(chunk)
-                holding = self.speculative and self._ep.silence_onset is not None  # the final decode runs instead
+                # the final decode runs instead; an announced patch is waited for
+                holding = (self.speculative and self._ep.silence_onset is not None) or self._b.patch_due
                 if self._utt_start is not None and self._buf_end - self._last_decode_at >= self.step and not holding:
                     if self.lockstep or self._pending_n < self.step:
                         self._redecode()
@@ -229,6 +223,8 @@ class ASRStreamer:
     _buf_end = property(lambda self: self._b.end, doc="Absolute sample where the kept audio ends.")
 
     def _patch(self, p: Patch) -> None:
+        if not p.audio.size:
+            return self._b.announce()
         if self._b.patch(p.sample, p.audio) and self._utt_start is not None:  # a running utterance takes it now
             start = self._b.utterance_start(self._utt_start, self._utt_start)
             self._utt_start = self._utt_start if self.agreement.stable else start  # its stable words stay first

@@ -284,6 +284,9 @@ class ListeningMixin:
                                 + min(LATE_ECHO_MAX_S, max(0.0, float(getattr(c, "late_echo_s", 0.0)))))
                         self._mask_at = (self._fed + c.mask.count * c.mask.frame - c.returned, self._dropped(),
                                          int(round(post * SAMPLE_RATE)))
+                        expect = getattr(self.asr, "expect_patch", None)
+                        if expect is not None:  # no word of what the span replaces may turn stable meanwhile
+                            expect()
         except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
             if self.error is None:
                 self.error = e
