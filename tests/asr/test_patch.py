@@ -94,6 +94,9 @@ def test_an_announced_patch_that_never_comes_is_waited_for_a_while_only() -> Non
     b.announce()
     b.patch(SR // 2, np.ones(100, np.float32))
     assert not b.patch_due  # it came
+    b.announce()
+    b.patch(0, np.zeros(0, np.float32))
+    assert not b.patch_due  # none will (chat: the ASR dropped audio since): an empty patch ends the wait
 
 
 def test_a_patch_comes_after_the_samples_sent_before_it() -> None:

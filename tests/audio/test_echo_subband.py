@@ -51,7 +51,7 @@ def test_the_user_comes_back_under_the_rooms_echo(reply, user, user_db, within_d
     assert got is not None and got.size == hi - lo
     u = slice(start - lo, hi - lo)
     left = _db(got[u] - alone[start:hi], alone[start:hi])
-    before = _db(near[start:pause] - alone[start:pause], alone[start:pause])  # the echo against the user before the pause
+    before = _db(near[start:pause] - alone[start:pause], alone[start:pause])  # the echo against the user, pre-pause
     print(f"user {user_db:+.0f} dB: echo {before:+.1f} dB against the user, after the fit {left:+.1f} dB")
     # measured: -29.7, -22.8 and -17.5 dB, the echo -7.8, +4.2 and +10.2 dB against the user before the pause
     # (the mask left the user at -8.2 dB of themselves as loud as the echo: test_echo_path)
@@ -100,6 +100,39 @@ def test_a_step_of_the_echos_delay_early_in_the_fit_is_fitted_around(reply, user
     print(f"a step 1.5 s before the span: the user within {left[0]:+.1f} dB of themselves ({left[1]:+.1f} without"
           " the retry)")
     assert left[0] < -25.0 and left[0] < left[1] - 3.0  # measured: -28.2 dB, -23.5 dB (the whole fit took 10.7)
+
+
+def test_frames_the_echo_went_missing_from_are_left_out_and_too_many_refuse_the_fit(reply, user, monkeypatch) -> None:
+    """The relay starved: the reference played and the microphone heard nothing of it. A few such frames
+    are dropped from the fit (their residual over the microphone); a quarter of them is no one path."""
+    far, near, alone, start, pause = room_scene(reply, user, -12.0)
+    lo, hi = pause - int(0.3 * SR), pause + int(0.4 * SR)
+    u = slice(start - lo, hi - lo)
+    whole = echo_subband.rebuild(near, far, lo, hi)
+    starved = near.copy()
+    starved[lo - int(1.2 * SR) : lo - int(1.0 * SR)] = alone[lo - int(1.2 * SR) : lo - int(1.0 * SR)]  # 0.2 s
+    got = echo_subband.rebuild(starved, far, lo, hi)
+    assert whole is not None and got is not None
+    user_left = [_db(x[u] - alone[start:hi], alone[start:hi]) for x in (whole, got)]
+    print(f"the user within {user_left[0]:+.1f} dB of themselves, {user_left[1]:+.1f} with 0.2 s starved")
+    assert user_left[1] < user_left[0] + 3.0  # measured: -22.8, -22.0 dB
+    monkeypatch.setattr(echo_subband, "MAX_OUTLIERS", 0.0)
+    assert echo_subband.rebuild(starved, far, lo, hi) is None  # (they were found: none allowed, no fit)
+    assert echo_subband.rebuild(near, far, lo, hi) is not None  # (and none without the starving)
+    monkeypatch.undo()
+    starved[lo - int(1.6 * SR) : lo] = alone[lo - int(1.6 * SR) : lo]  # most of the fit's 2 s heard nothing
+    assert echo_subband.rebuild(starved, far, lo, hi) is None
+
+
+def test_a_barge_in_soon_after_the_ring_starts_is_fitted_on_what_there_is_or_refused(reply, user) -> None:
+    far, near, alone, start, pause = room_scene(reply, user, -12.0)
+    lo, hi = pause - int(0.3 * SR), pause + int(0.4 * SR)
+    for kept_s in (2.0, 1.5, 1.0, 0.5):  # the ring restarted this long before the span (a cut, a new session)
+        a = lo - int(kept_s * SR)
+        got = echo_subband.rebuild(near[a:], far[a:], lo - a, hi - a)  # never raises
+        assert got is None or got.size == hi - lo
+        if kept_s == 2.0:
+            assert got is not None  # 2 s less the delay's reach is fit enough
 
 
 def test_no_fit_where_no_echo_can_be_fitted(reply, user) -> None:

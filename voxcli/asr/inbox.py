@@ -35,6 +35,8 @@ class Patch:
     sample: int
     """Absolute sample of the stream as the worker numbers it (what it took: drop-behind skips numbers)."""
     audio: np.ndarray
+    announce: bool = False
+    """Not a patch: one is on its way (`ASRStreamer.expect_patch`); an empty patch ends the wait."""
 
 
 Item = Union[np.ndarray, Patch]

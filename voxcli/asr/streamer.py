@@ -132,10 +132,10 @@ class ASRStreamer:
         self._inbox.put_patch(Patch(int(sample), np.array(audio, dtype=np.float32).reshape(-1)))  # a copy
 
     def expect_patch(self) -> None:
-        """A `patch` will follow: no decode until it comes, so no word it replaces turns stable
-        (`WorkerBuffer.announce`)."""
+        """A `patch` will follow: no re-decode nor speculative final until it comes (an empty one ends the wait),
+        so no word it replaces turns stable (`WorkerBuffer.announce`; an endpoint's final still runs)."""
         if not (self._finished or self._inbox.cancelled):
-            self._inbox.put_patch(Patch(-1, np.zeros(0, np.float32)))  # (empty: the announcement, in order)
+            self._inbox.put_patch(Patch(-1, np.zeros(0, np.float32), announce=True))  # in order with the samples
 
     def subscribe(self, fn: Subscriber) -> None:
         """Call `fn(event)` with each `UtteranceEdge`, `SpeculativeFinal` and `SpeculationEnd` (asr/speculation.py),
@@ -223,7 +223,7 @@ class ASRStreamer:
     _buf_end = property(lambda self: self._b.end, doc="Absolute sample where the kept audio ends.")
 
     def _patch(self, p: Patch) -> None:
-        if not p.audio.size:
+        if p.announce:
             return self._b.announce()
         if self._b.patch(p.sample, p.audio) and self._utt_start is not None:  # a running utterance takes it now
             start = self._b.utterance_start(self._utt_start, self._utt_start)
@@ -236,7 +236,7 @@ class ASRStreamer:
             ev = self._ep.feed(float(p))
             self._draft.observe(self._ep.silence_onset, self._ep.in_speech, self.agreement.words)
             if ev is None:
-                if self.speculative and self._utt_start is not None:
+                if self.speculative and self._utt_start is not None and not self._b.patch_due:
                     self._speculate()
                 continue
             if ev.kind == "start" and self._utt_start is None:

@@ -24,7 +24,8 @@ what the fit leaves gated where it is not `BETA` under what remains (the
 mask's +6 dB rule, on the residue). `rebuild` returns None, and the mask
 stands in, where the fit takes less than `MIN_ERLE_DB` off its own frames.
 It costs 50 ms of one core (the normal equations built from the
-regressors' shift structure, `_normal`), on the capture thread; live, under
+regressors' shift structure, `_normal`; more with frames dropped), on the
+capture thread; live, under
 the ASR and the voice, the capture fell 150-300 ms behind meanwhile, so chat
 announces the patch at the onset (`ASRStreamer.expect_patch`): a decode of
 AEC3's output meanwhile had made "He was", "What what's" stable over "It
@@ -32,8 +33,9 @@ was", and stable words keep the utterance from moving back to the patch.
 
 Measured (2026-12-02, the room fixture, TAIL 0.3): on the relay's audio the
 fit takes 18-19 dB off its own 2 s, and a median 15 dB (1-27 over 84
-spans, without the gate) off 0.2 s of reply 0-0.2 s after it, out of sample. Four recorded sessions, 32 barge-ins transcribed offline as
-chat patches them (`benchmarks/aec_session.py words`): WER 0.049 with this
+spans, without the gate) off 0.2 s of reply 0-0.2 s after it, out of
+sample. Four recorded sessions, 32 barge-ins transcribed offline as chat
+patches them (`benchmarks/aec_session.py words`): WER 0.049 with this
 fit, 0.104 with the mask alone (the same audio). Live, interleaved with the
 mask alone (`benchmarks/bench_barge_in.py --room 0.3 --trials 48 --arms
 onset,onset-maskonly`, three runs): 0.070 against 0.081 over 72 barge-ins
@@ -63,6 +65,8 @@ REG: Final = 1e-3
 """Ridge per bin, relative to the reference's power in it (a reply's quiet bins do not blow the filter up)."""
 OUTLIER_DB: Final = 3.0
 """A frame whose residual exceeds the microphone by this much is dropped from the second fit."""
+MAX_OUTLIERS: Final = 0.25
+"""More frames dropped than this share, and the fit is refused (on the relay's audio 0-13 % were)."""
 MIN_ERLE_DB: Final = 12.0
 """The fit must take this much off its own frames, else it is tried on the latest `RETRY_S` alone, else
 the mask stands in."""
@@ -108,7 +112,8 @@ def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = RAT
     Y = _frames(near, first_end + (n - 1) * HOP, n)  # Y[j]: window ending at first_end + j * HOP
     X = _frames(far, first_end + (n - 1) * HOP, n + reach)  # X[j + reach]: the same window of the reference
     c = reach - max(0, _delay(Y[:fit_n], X, reach) - PRE_TAPS)  # X[c + j - t]: tap t of microphone frame j
-    for since in (0, fit_n - int(RETRY_S * rate) // HOP):  # the whole fit, else its latest part alone
+    retry = fit_n - int(RETRY_S * rate) // HOP
+    for since in (0, retry) if retry > 0 else (0,):  # the whole fit, else its latest part alone
         h, erle, left = _fit(X, c, Y, since, fit_n)
         if h is not None and erle >= MIN_ERLE_DB:
             break
@@ -130,29 +135,31 @@ def rebuild(near: np.ndarray, far: np.ndarray, lo: int, hi: int, rate: int = RAT
 def _fit(X: np.ndarray, c: int, Y: np.ndarray, a: int, b: int) -> tuple[np.ndarray | None, float, np.ndarray]:
     """The path h [f, t] (per bin, `TAPS` frames) that best maps the reference X[c + j - t] to the microphone
     Y[j] over frames [a, b); what it takes off the frames it kept (dB), and the echo it leaves per bin (a
-    fraction of its estimate's power). Fitted, then fitted again without the frames where its estimate
+    fraction of its estimate's power). Fitted, then once more without the frames where its estimate
     overshoots what the microphone heard (the residual `OUTLIER_DB` over the microphone: the reference
-    played where the echo went missing, a relay that starved): their share is taken out of the normal
-    equations, not the equations built again."""
+    played where the echo went missing, a relay that starved), their share taken out of the normal
+    equations; more than `MAX_OUTLIERS` of them and no one path explains the reply (None)."""
     gram, rhs = _normal(X, c, Y, a, b)
-    keep = np.ones(b - a, bool)
     mic = (np.abs(Y[a:b]) ** 2).sum(1)
-    for _ in range(2):
+    h = _solve(gram, rhs)
+    if h is None:
+        return None, 0.0, np.zeros(0)
+    est = _echo(X, c, h, a, b)
+    out = (np.abs(Y[a:b] - est) ** 2).sum(1) > mic * 10 ** (OUTLIER_DB / 10)
+    if out.any():
+        if out.mean() > MAX_OUTLIERS:
+            return None, 0.0, np.zeros(0)
+        j = np.flatnonzero(out)[:, None] + a + c - np.arange(TAPS)  # [k, t]: X's frame of tap t at outlier k
+        A = X[j].astype(np.complex128)  # [k, t, f]
+        gram = gram - np.einsum("ktf,ksf->fts", np.conj(A), A)
+        rhs = rhs - np.einsum("ktf,kf->ft", np.conj(A), Y[np.flatnonzero(out) + a])
         h = _solve(gram, rhs)
         if h is None:
             return None, 0.0, np.zeros(0)
         est = _echo(X, c, h, a, b)
-        res = (np.abs(Y[a:b] - est) ** 2).sum(1)
-        out = keep & (res > mic * 10 ** (OUTLIER_DB / 10))
-        if not out.any():
-            break
-        keep &= ~out
-        if keep.sum() < 2 * TAPS:
-            return None, 0.0, np.zeros(0)
-        for j in np.flatnonzero(out) + a:  # a few frames: one rank-one term each
-            g_out, r_out = _normal(X, c, Y, j, j + 1)
-            gram, rhs = gram - g_out, rhs - r_out
-    erle = 10 * np.log10(max(float(mic[keep].sum()), 1e-20) / max(float(res[keep].sum()), 1e-20))
+    keep = ~out
+    res = (np.abs(Y[a:b][keep] - est[keep]) ** 2).sum(1)
+    erle = 10 * np.log10(max(float(mic[keep].sum()), 1e-20) / max(float(res.sum()), 1e-20))
     left = (np.abs(Y[a:b][keep] - est[keep]) ** 2).sum(0) / np.maximum((np.abs(est[keep]) ** 2).sum(0), 1e-20)
     return h, erle, left
 

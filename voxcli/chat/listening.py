@@ -299,8 +299,9 @@ class ListeningMixin:
         loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the reply falls
         silent too, which is the speaker's output latency after the pause (9 ms at PortAudio's low
         latency, ~50 ms once a stream reopened at the high one, `voxcli.audio.player`); the
-        raw microphone minus the fitted echo keeps the user (`voxcli.audio.echo_path`; the mask,
-        `voxcli.audio.echo_mask`, where no fit can be trusted). The fit takes ~40 ms. Called from `feed` on
+        raw microphone minus the fitted echo keeps the user (`voxcli.audio.echo_path`, through a room
+        `voxcli.audio.echo_subband`; the mask, `voxcli.audio.echo_mask`, where no fit can be trusted). A fit
+        takes 40-50 ms of one core (announced at the onset: `ASRStreamer.expect_patch`). Called from `feed` on
         the capture thread (that of `near_speech`), once the span's audio was fed: the patch queues
         behind it. Not done when the ASR dropped audio since the pause (its sample numbers moved).
         """
@@ -310,6 +311,8 @@ class ListeningMixin:
         lo, audio = c.mask.audio(p - int(PRE_S * SAMPLE_RATE) - off, p + post - off)
         if audio.size and self._dropped() == dropped:
             self.asr.patch(lo + off - dropped, audio)
+        else:
+            self.asr.patch(0, np.zeros(0, np.float32))  # none comes: an empty patch ends the announced wait
 
     def _dropped(self) -> int:
         """Samples the ASR's inbox dropped so far (drop-behind): its sample numbers skip them."""
