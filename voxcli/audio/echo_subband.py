@@ -35,7 +35,7 @@ Measured (2026-12-02, the room fixture, TAIL 0.3): on the relay's audio the
 fit takes 18-19 dB off its own 2 s, and a median 15 dB (1-27 over 84
 spans, without the gate) off 0.2 s of reply 0-0.2 s after it, out of
 sample. Four recorded sessions, 32 barge-ins transcribed offline as chat
-patches them (`benchmarks/aec_session.py words`): WER 0.049 with this
+patches them (`benchmarks/aec_session.py words`): WER 0.047 with this
 fit, 0.104 with the mask alone (the same audio). Live, interleaved with the
 mask alone (`benchmarks/bench_barge_in.py --room 0.3 --trials 48 --arms
 onset,onset-maskonly`, three runs): 0.070 against 0.081 over 72 barge-ins
