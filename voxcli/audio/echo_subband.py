@@ -38,8 +38,8 @@ sample. Four recorded sessions, 32 barge-ins transcribed offline as chat
 patches them (`benchmarks/aec_session.py words`): WER 0.047 with this
 fit, 0.104 with the mask alone (the same audio). Live, interleaved with the
 mask alone (`benchmarks/bench_barge_in.py --room 0.3 --trials 48 --arms
-onset,onset-maskonly`, three runs on 939cc01): 0.070 against 0.081 over 72
-barge-ins each; before the announcement, 0.129 against 0.068 over 40. No reply: 0.000.
+onset,onset-maskonly`, three runs on 939cc01 and one on this code): 0.071
+against 0.076 over 96 barge-ins each; before the announcement, 0.129 against 0.068 over 40. No reply: 0.000.
 """
 from __future__ import annotations
 
