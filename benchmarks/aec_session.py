@@ -162,6 +162,10 @@ def words(path: str, pre_s: float | None, post_extra_s: float, model: str | None
     from voxcli.chat.listening import LATE_ECHO_MAX_S
     from voxcli.errors import VoxError
 
+    try:  # first: a missing model is one line at once, not after the replay
+        asr, _ = load_asr(model or chat_asr(), offline=True)
+    except VoxError as e:
+        raise SystemExit(str(e)) from None
     pre_s = PRE_S if pre_s is None else pre_s
     c = canceller_for(path)
     c.mask.linear = not mask_only
@@ -191,10 +195,6 @@ def words(path: str, pre_s: float | None, post_extra_s: float, model: str | None
     patched = aec3.copy()
     for lo, a in patches:
         patched[lo : lo + a.size] = a
-    try:
-        asr, _ = load_asr(model or chat_asr(), offline=True)
-    except VoxError as e:
-        raise SystemExit(str(e)) from None
     print(f"transcribed by {asr.name}; spans rebuilt by {', '.join(map(str, rebuilt_by))}")
     for name, y in (("AEC3's output", aec3), (f"span patched (pre {pre_s:g} s)", patched)):
         errors = []
@@ -222,6 +222,9 @@ def main() -> None:
     w.add_argument("--model", default=None, help="recognizer (default: chat's, as the live run had)")
     w.add_argument("--mask-only", action="store_true", help="spans rebuilt by the mask alone (no fit)")
     args = ap.parse_args()
+    if args.cmd != "record" and not Path(args.session).is_file():
+        raise SystemExit(f"no recorded session at {args.session}: record one with "
+                         f"`{Path(__file__).name} record S.npz -- ...`")
     if args.cmd == "record":
         record(args.out, [a for a in args.bench_args if a != "--"])
     elif args.cmd == "words":

@@ -13,16 +13,10 @@ import pytest
 
 from tests.audio.conftest import SR, USER_AT_S
 from tests.audio.test_doubletalk import room_mic, speech_start
+from tests.audio.test_echo_path import LATE_S, _db
 from voxcli.audio import echo_path, echo_subband
 from voxcli.audio.aec_room import Room, echo_of, rms
 from voxcli.audio.pcm import resample
-
-LATE_S = 0.27
-"""The pause comes this long after the user's first word."""
-
-
-def _db(x: np.ndarray, ref: np.ndarray) -> float:
-    return float(10 * np.log10(np.sum(np.square(x, dtype=np.float64)) / np.sum(np.square(ref, dtype=np.float64))))
 
 
 def room_scene(reply: tuple[np.ndarray, int], user: np.ndarray, user_db: float = 0.0,

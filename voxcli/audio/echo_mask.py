@@ -27,7 +27,7 @@ under the echo too (an onset 250-300 ms late left the mask's WER at 0.034 over
 from __future__ import annotations
 
 import collections
-from typing import Callable, Final
+from typing import Final
 
 import numpy as np
 
@@ -94,32 +94,33 @@ class EchoMask:
         self._raw.clear()
 
     def audio(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
-        """Samples [lo, hi) rebuilt: the microphone minus the fitted echo (`echo_path.rebuild`) when a fit can
-        be trusted, else the masked spectra by overlap-add, clipped to the samples every window of which is
-        kept (from the oldest frame on; up to a window minus a frame before the newest frame's end)."""
+        """Samples [lo, hi) rebuilt: the microphone minus the fitted echo when a fit can be trusted (one delay,
+        `echo_path.rebuild`; else a room's, `echo_subband.rebuild`), else the masked spectra by overlap-add,
+        clipped to the samples every window of which is kept (from the oldest frame on; up to a window minus a
+        frame before the newest frame's end)."""
         self.raw_kept_s = len(self._raw) * self.frame / self.rate
-        for by, fit in (("linear", echo_path.rebuild), ("room", echo_subband.rebuild)) if self.linear else ():
+        ring = self._ring(lo, hi) if self.linear else None
+        for by, fit in (("linear", echo_path.rebuild), ("room", echo_subband.rebuild)) if ring is not None else ():
+            near, far, first, end = ring
             try:
-                got = self._linear(lo, hi, fit)
+                out = fit(near, far, lo - first, end - first, self.rate)
             except Exception:  # noqa: BLE001 - on the capture thread: the mask is always there to stand in
-                got = None
-            if got is not None:
+                out = None  # (`_ring` only slices and joins what `record` kept: nothing there to raise)
+            if out is not None:
                 self.rebuilt_by = by
-                return got
+                return lo, out
         self.rebuilt_by = "mask"
         return self._masked(lo, hi)
 
-    def _linear(self, lo: int, hi: int, fit: Callable[..., np.ndarray | None]) -> tuple[int, np.ndarray] | None:
-        """[lo, hi) from the raw ring with the echo subtracted by `fit` (clipped to what was recorded), or None."""
+    def _ring(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int, int] | None:
+        """The raw ring as (near, far, its first sample's number, hi clipped to what was recorded), once for
+        both fits; None when it does not hold [lo, hi)."""
         first = (self.count - len(self._raw)) * self.frame  # sample number of the ring's first sample
         # (the ring ends with the newest frame: `record` appends every frame, `cut` empties it)
         hi = min(hi, self.count * self.frame)
         if not self._raw or hi <= lo or lo < first:
             return None
-        near = np.concatenate([n for n, _ in self._raw])
-        far = np.concatenate([f for _, f in self._raw])
-        out = fit(near, far, lo - first, hi - first, self.rate)
-        return None if out is None else (lo, out)
+        return (np.concatenate([n for n, _ in self._raw]), np.concatenate([f for _, f in self._raw]), first, hi)
 
     def _masked(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
         first = self.count - len(self._frames)  # the oldest kept frame's number

@@ -159,10 +159,9 @@ def _fit(X: np.ndarray, c: int, Y: np.ndarray, a: int, b: int) -> tuple[np.ndarr
             return None, 0.0, np.zeros(0)
         est = _echo(X, c, h, a, b)
     keep = ~out
-    res = (np.abs(Y[a:b][keep] - est[keep]) ** 2).sum(1)
+    res = np.abs(Y[a:b][keep] - est[keep]) ** 2  # [j, f] over the kept frames
     erle = 10 * np.log10(max(float(mic[keep].sum()), 1e-20) / max(float(res.sum()), 1e-20))
-    left = (np.abs(Y[a:b][keep] - est[keep]) ** 2).sum(0) / np.maximum((np.abs(est[keep]) ** 2).sum(0), 1e-20)
-    return h, erle, left
+    return h, erle, res.sum(0) / np.maximum((np.abs(est[keep]) ** 2).sum(0), 1e-20)
 
 
 def _echo(X: np.ndarray, c: int, h: np.ndarray, a: int, b: int) -> np.ndarray:
