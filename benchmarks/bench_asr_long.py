@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
-    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.asr.open_streamer import open_asr_streamer
 
     loop = speech_loop()
     total = int(args.hours * 3600 * SR)

@@ -28,7 +28,7 @@ __all__ = [
 _LAZY = {
     "open_tts_streamer": ("voxcli.tts.streamer", "open_tts_streamer"),
     "load_voice": ("voxcli.tts.streamer", "load_voice"),
-    "open_asr_streamer": ("voxcli.asr.streamer", "open_asr_streamer"),
+    "open_asr_streamer": ("voxcli.asr.open_streamer", "open_asr_streamer"),
     "pull": ("voxcli.hub.pull", "pull"),
     "transcribe_many": ("voxcli.corpus.asr_job", "transcribe_many"),
     "VoxError": ("voxcli.errors", "VoxError"),

@@ -103,7 +103,7 @@ def test_endpointer_reports_an_unconfirmed_speech_start() -> None:
 
 
 def test_the_endpoint_default_is_the_one_in_the_defaults_table() -> None:
-    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.asr.open_streamer import open_asr_streamer
     from voxcli.chat.agent import AgentConfig
     from voxcli.config import DEFAULT_ENDPOINT_MS
     import inspect

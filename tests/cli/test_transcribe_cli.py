@@ -184,7 +184,7 @@ def test_a_view_that_prints_finals_itself_keeps_them_off_a_terminal_stdout(speec
     import threading
 
     import voxcli.cli.views.asr as views
-    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.asr.open_streamer import open_asr_streamer
     from voxcli.audio.files import iter_audio
     from voxcli.cli.transcribe import file_chunks, run_stream
 

@@ -39,15 +39,14 @@ from voxcli.asr.agreement import LocalAgreement
 from voxcli.asr.buffer import WorkerBuffer
 from voxcli.asr.drafting import OnsetDraft
 from voxcli.asr.inbox import AudioInbox, Patch
-from voxcli.asr.models import load_asr
 from voxcli.asr.speculation import Speculation, Speculator, Subscriber
 from voxcli.asr.stats import ASRStats
-from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_ENDPOINT_MS, DEFAULT_STEP_MS
+from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, FrameScorer, VADConfig, last_speech_sample
 from voxcli.errors import Cancelled, UsageError
 from voxcli.events import Caption, Word
 
-__all__ = ["ASREngine", "ASRStats", "ASRStreamer", "open_asr_streamer"]
+__all__ = ["ASREngine", "ASRStats", "ASRStreamer"]
 
 HoldFrom = Literal["vad", "speech"]
 """Where the endpoint hold starts: the VAD's first silence frame (as `speech_segments` counts it), or the last
@@ -364,33 +363,3 @@ class ASRStreamer:
         self._last_decode_at = max(self._last_decode_at, cut)
         self._b.commit(cut, self._ep.frame_index)
 
-
-def open_asr_streamer(
-    model: str | None = None,
-    language: str = "en",
-    agreement: int | None = None,
-    step_ms: int | None = None,
-    *,
-    endpoint_ms: float = DEFAULT_ENDPOINT_MS,
-    lockstep: bool = False,
-    max_buffer_s: float = 20.0,
-    max_pending_s: float = 10.0,
-    offline: bool | None = None,
-    threads: int | None = None,
-    speculative: bool = True,
-    hold_from: HoldFrom = "vad",
-    tail_from_speech: bool = False,
-) -> ASRStreamer:
-    """The library entry point: resolve the models by name and start a streamer.
-
-    `threads`: the model's intra-op threads (None: the session policy's). `step_ms`, `agreement` None: the model's.
-    `tail_from_speech` (with hold_from="speech", as chat runs): the final's end pad counts from the last
-    speech sample too, so the speculative final is ready ~a VAD decay earlier; its span then differs from
-    `voxcli transcribe`'s, whose pad counts from the VAD's silence onset."""
-    if language not in ("en", "english"):
-        raise UsageError(f"language {language!r} is not supported by {model or 'moonshine-tiny-en'} (English only)")
-    asr, vad = load_asr(model, offline=offline, threads=threads)
-    return ASRStreamer(
-        asr, vad, agreement=agreement, step_ms=step_ms, vad_config=VADConfig(endpoint_ms=endpoint_ms),
-        max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s, speculative=speculative,
-        hold_from=hold_from, tail_from_speech=tail_from_speech)

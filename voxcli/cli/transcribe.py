@@ -308,7 +308,7 @@ def transcribe(
     offline: OfflineOpt = False,
 ) -> None:
     """Speech to text (the `voxcli transcribe` command)."""
-    from voxcli.asr.streamer import open_asr_streamer
+    from voxcli.asr.open_streamer import open_asr_streamer
     from voxcli.config import resolve
 
     files = files or []
