@@ -169,3 +169,45 @@ def test_a_patch_after_finish_or_cancel_is_ignored(moonshine, vad_path, speech_s
     c.cancel()
     c.patch(0, audio[:SR])
     assert not [p for p in c._inbox._parts if isinstance(p, Patch)]
+
+
+def _short_command(moonshine, vad_path, audio: np.ndarray, patch: tuple[int, np.ndarray], announce: int | None
+                   ) -> tuple[str, int]:
+    """Chat's streamer settings, lockstep, fed at the worker's pace; `patch` sent once the endpoint was seen
+    (announced once the samples up to `announce` were). Returns (transcript, samples sent when it was seen)."""
+    s = ASRStreamer(moonshine, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
+    ended = threading.Event()
+    s.subscribe(lambda ev: ended.set() if getattr(ev, "kind", None) == "end" else None)
+    threading.Thread(target=lambda: list(s.captions), daemon=True).start()
+    seen = None
+    for i in range(0, audio.size, 512):
+        s.send(audio[i : i + 512])
+        if announce is not None and i < announce <= i + 512:
+            s.expect_patch()
+        while s.pending_s * SR >= s.step:  # the worker keeps up (lockstep takes whole steps): the endpoint
+            ended.wait(0.005)  # is seen within a step of the audio it came at
+        if seen is None and ended.wait(0.05):
+            seen = i + 512
+            s.patch(*patch)
+    return s.finish(timeout=300), seen or -1
+
+
+def test_an_endpoint_before_its_announced_patch_waits_for_it(moonshine, vad_path, speech_samples) -> None:
+    """A short command said over the reply ("Try again.", 0.7 s) ends before its first word's patch lands:
+    the endpoint's final decode waits for the announced patch, else it commits the audio the patch replaces
+    (and a committed utterance takes no patch). ("No matter." is no good here: moonshine-tiny hears "No
+    matter, no matter." in one of its spans, patched or not.)"""
+    audio = read_audio(speech_samples["beckett"], rate=SR)[0][int(4.4 * SR) : int(5.8 * SR)]
+    audio = np.concatenate([audio, np.zeros(int(2.5 * SR), np.float32)])
+    rms = np.sqrt(np.mean(audio[: audio.size // 160 * 160].reshape(-1, 160) ** 2, axis=1))
+    onset = int(np.argmax(rms > 0.02)) * 160  # "Try again." (then silence)
+    lo, hi = onset - 160 * 5, onset + int(0.25 * SR)
+    covered = audio.copy()
+    covered[lo:hi] = 0.0  # "Try" lost under the reply
+    start = lo - int(0.3 * SR)
+    patch = (start, audio[start : hi + 3200])
+    unannounced, seen = _short_command(moonshine, vad_path, covered, patch, None)
+    assert _words(unannounced) != ["try", "again"], unannounced  # the premise: the final came first
+    announced, seen = _short_command(moonshine, vad_path, covered, patch, hi)
+    assert hi < seen < hi + int(PATCH_WAIT_S * SR)  # the endpoint came before the patch, within its wait
+    assert _words(announced) == ["try", "again"], announced

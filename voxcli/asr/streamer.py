@@ -94,6 +94,7 @@ class ASRStreamer:
         vad.reset()
         self._ep = Endpointer(self.vad_config)
         self._utt_start: int | None = None  # absolute sample where the current utterance begins
+        self._final_due: int | None = None  # an endpoint's final end, waiting for an announced patch
         self._last_decode_at = 0
         self._last_caption: tuple[str, str] | None = None
         self._utt_index = 0
@@ -132,7 +133,7 @@ class ASRStreamer:
 
     def expect_patch(self) -> None:
         """A `patch` will follow: no re-decode nor speculative final until it comes (an empty one ends the wait),
-        so no word it replaces turns stable (`WorkerBuffer.announce`; an endpoint's final still runs)."""
+        so no word it replaces turns stable (`WorkerBuffer.announce`; an endpoint's final waits for it too)."""
         if not (self._finished or self._inbox.cancelled):
             self._inbox.put_patch(Patch(-1, np.zeros(0, np.float32), announce=True))  # in order with the samples
 
@@ -193,9 +194,11 @@ class ASRStreamer:
         try:
             while True:
                 chunk, done = self._take()
+                self._settle_final()  # the patch a final waited for came with this take
                 if done:
                     break
                 self._ingest(chunk)
+                self._settle_final()  # or its wait ended with this chunk
                 # the final decode runs instead; an announced patch is waited for
                 holding = (self.speculative and self._ep.silence_onset is not None) or self._b.patch_due
                 if self._utt_start is not None and self._buf_end - self._last_decode_at >= self.step and not holding:
@@ -205,7 +208,7 @@ class ASRStreamer:
                         self.stats.skipped += 1
                         self._last_decode_at = self._buf_end
             if self._utt_start is not None:
-                self._finalize(self._buf_end)
+                self._finalize(self._buf_end if self._final_due is None else self._final_due)
         except Cancelled:
             pass
         except BaseException as e:  # noqa: BLE001 - handed to the caller in finish()/captions
@@ -234,8 +237,11 @@ class ASRStreamer:
             self._b.probs.append(float(p))
             ev = self._ep.feed(float(p))
             self._draft.observe(self._ep.silence_onset, self._ep.in_speech, self.agreement.words)
+            if ev is not None and self._final_due is not None:
+                self._settle_final(force=True)  # speech again: the utterance waiting on a patch ends as it is
             if ev is None:
-                if self.speculative and self._utt_start is not None and not self._b.patch_due:
+                if (self.speculative and self._utt_start is not None and not self._b.patch_due
+                        and self._final_due is None):
                     self._speculate()
                 continue
             if ev.kind == "start" and self._utt_start is None:
@@ -247,10 +253,11 @@ class ASRStreamer:
                 end = spec.speech_end if spec and spec.onset == ev.sample else self._speech_end(ev.sample)
                 self._spec.edge("end", self._utt_index, ev.sample, end, self._elapsed())
                 tail = end if self.tail_from_speech else ev.sample
-                self._finalize(min(self._buf_end, tail + self.vad_config.pad_samples, self._ep.frame_index * FRAME))
+                self._final_due = min(self._buf_end, tail + self.vad_config.pad_samples, self._ep.frame_index * FRAME)
+                self._settle_final()  # now, unless an announced patch is due: then once it came (`_settle_final`)
         if self._utt_start is None:
             self._b.trim_idle(self.vad_config, self._ep.candidate_sample, self._ep.frame_index)
-        elif self._buf_end - self._utt_start > self._b.max_span:
+        elif self._buf_end - self._utt_start > self._b.max_span and self._final_due is None:
             self._cut()
         span = 0 if self._utt_start is None else self._buf_end - self._utt_start
         self.stats.max_buffer_s = max(self.stats.max_buffer_s, span / SAMPLE_RATE)
@@ -330,6 +337,15 @@ class ASRStreamer:
         assert self._utt_start is not None
         words = self._decode(self._utt_start, end, prompt=False)
         return words if self.agreement.lines_up(words) else self._decode(self._utt_start, end)
+
+    def _settle_final(self, force: bool = False) -> None:
+        """The endpoint's final decode, when one is waiting, unless an announced patch is due (`force`: now).
+
+        Why: an utterance that ends before its patch lands (a short "Stop." said over the reply, whose
+        span is all of it) would otherwise be committed from the audio the patch replaces."""
+        if self._final_due is not None and (force or not self._b.patch_due):
+            end, self._final_due = self._final_due, None
+            self._finalize(end)
 
     def _finalize(self, end: int) -> None:
         """Endpoint (or end of input): commit the utterance's final decode (unforced; the ratchet still holds)."""
