@@ -27,6 +27,7 @@ under the echo too (an onset 250-300 ms late left the mask's WER at 0.034 over
 from __future__ import annotations
 
 import collections
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -45,6 +46,22 @@ KEEP_S: Final = 1.5
 RAW_KEEP_S: Final = 4.0
 """Raw microphone and reference kept for the fits (`FIT_S` and the lags before the span: echo_subband's 0.45 s
 delay and 0.22 s path; the span with a late echo's 0.4 s; slack)."""
+
+
+@dataclass(frozen=True)
+class Span:
+    """A span to rebuild, with copies of what rebuilding it reads (`EchoMask.take`)."""
+
+    lo: int
+    hi: int
+    ring: tuple[np.ndarray, np.ndarray, int, int] | None
+    """The raw ring joined (`EchoMask._ring`); None: no fit (the mask alone, or the ring does not hold it)."""
+    frames: list[np.ndarray]
+    """The masked spectra kept, oldest first."""
+    first_frame: int
+    """The number of `frames[0]`."""
+    raw_kept_s: float
+    """Raw audio kept then."""
 
 
 class EchoMask:
@@ -94,23 +111,34 @@ class EchoMask:
         self._raw.clear()
 
     def audio(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
-        """Samples [lo, hi) rebuilt: the microphone minus the fitted echo when a fit can be trusted (one delay,
+        """Samples [lo, hi) rebuilt now (`take` then `rebuild`, on the calling thread)."""
+        return self.rebuild(self.take(lo, hi))
+
+    def take(self, lo: int, hi: int) -> Span:
+        """What rebuilding [lo, hi) needs, copied (a few ms): `rebuild` may then run on another thread while
+        frames go on being recorded. Chat takes it on the capture thread and fits on a worker
+        (`voxcli.chat.listening`): a fit held the capture 100-180 ms in a live run."""
+        return Span(lo, hi, self._ring(lo, hi) if self.linear else None, list(self._frames),
+                    self.count - len(self._frames), len(self._raw) * self.frame / self.rate)
+
+    def rebuild(self, span: Span) -> tuple[int, np.ndarray]:
+        """`span`'s samples: the microphone minus the fitted echo when a fit can be trusted (one delay,
         `echo_path.rebuild`; else a room's, `echo_subband.rebuild`), else the masked spectra by overlap-add,
         clipped to the samples every window of which is kept (from the oldest frame on; up to a window minus a
-        frame before the newest frame's end)."""
-        self.raw_kept_s = len(self._raw) * self.frame / self.rate
-        ring = self._ring(lo, hi) if self.linear else None
-        for by, fit in (("linear", echo_path.rebuild), ("room", echo_subband.rebuild)) if ring is not None else ():
-            near, far, first, end = ring
+        frame before the newest frame's end). Sets `rebuilt_by` and `raw_kept_s`; 40-50 ms of one core."""
+        self.raw_kept_s = span.raw_kept_s
+        lo = span.lo
+        for by, fit in (("linear", echo_path.rebuild), ("room", echo_subband.rebuild)) if span.ring is not None else ():
+            near, far, first, end = span.ring
             try:
                 out = fit(near, far, lo - first, end - first, self.rate)
-            except Exception:  # noqa: BLE001 - on the capture thread: the mask is always there to stand in
+            except Exception:  # noqa: BLE001 - chat's worker: the mask is always there to stand in
                 out = None  # (`_ring` only slices and joins what `record` kept: nothing there to raise)
             if out is not None:
                 self.rebuilt_by = by
                 return lo, out
         self.rebuilt_by = "mask"
-        return self._masked(lo, hi)
+        return self._masked(span)
 
     def _ring(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, int, int] | None:
         """The raw ring as (near, far, its first sample's number, hi clipped to what was recorded), once for
@@ -122,18 +150,19 @@ class EchoMask:
             return None
         return (np.concatenate([n for n, _ in self._raw]), np.concatenate([f for _, f in self._raw]), first, hi)
 
-    def _masked(self, lo: int, hi: int) -> tuple[int, np.ndarray]:
-        first = self.count - len(self._frames)  # the oldest kept frame's number
-        lo, hi = max(lo, first * self.frame), min(hi, (self.count + 1) * self.frame - self.window)
+    def _masked(self, span: Span) -> tuple[int, np.ndarray]:
+        first, frames = span.first_frame, span.frames
+        count = first + len(frames)
+        lo, hi = max(span.lo, first * self.frame), min(span.hi, (count + 1) * self.frame - self.window)
         if hi <= lo:
             return lo, np.zeros(0, np.float32)
         out, norm = np.zeros(hi - lo), np.zeros(hi - lo)
-        for k in range(lo // self.frame, min(self.count, (hi + self.window) // self.frame)):
+        for k in range(lo // self.frame, min(count, (hi + self.window) // self.frame)):
             s0 = (k + 1) * self.frame - self.window  # frame k's window is [s0, s0 + window)
             a, b = max(lo, s0), min(hi, s0 + self.window)
             if b <= a:
                 continue
-            y = np.fft.irfft(self._frames[k - first], self.window) * self._win
+            y = np.fft.irfft(frames[k - first], self.window) * self._win
             out[a - lo : b - lo] += y[a - s0 : b - s0]
             norm[a - lo : b - lo] += self._win[a - s0 : b - s0] ** 2
         return lo, (out / np.maximum(norm, 1e-3)).astype(np.float32)

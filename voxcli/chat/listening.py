@@ -30,6 +30,7 @@ semantic detector at once, so the final finds the score ready.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -101,6 +102,8 @@ class ListeningMixin:
     """(fed sample of a pause on an onset, ASR samples dropped then, samples of the span after the pause): the
     span waits for that much audio (`POST_S`, the speaker's output latency, and the echo's measured delay past
     the stamps: the echo goes on that much longer after the pause, and AEC3 keeps the user down under it)."""
+    _fitting: threading.Thread | None = None
+    """The thread rebuilding the last first word (`_rebuild_first_word`; None: none yet)."""
 
     def hear_double_talk(self, canceller: Any) -> None:
         """Wire a `voxcli.audio.aec.EchoCanceller`'s double-talk onsets to `near_speech` (chat with AEC).
@@ -300,19 +303,40 @@ class ListeningMixin:
         silent too, which is the speaker's output latency after the pause (9 ms at PortAudio's low
         latency, ~50 ms once a stream reopened at the high one, `voxcli.audio.player`); the
         raw microphone minus the fitted echo keeps the user (`voxcli.audio.echo_path`, through a room
-        `voxcli.audio.echo_subband`; the mask, `voxcli.audio.echo_mask`, where no fit can be trusted). A fit
-        takes 40-50 ms of one core (announced at the onset: `ASRStreamer.expect_patch`). Called from `feed` on
-        the capture thread (that of `near_speech`), once the span's audio was fed: the patch queues
-        behind it. Not done when the ASR dropped audio since the pause (its sample numbers moved).
+        `voxcli.audio.echo_subband`; the mask, `voxcli.audio.echo_mask`, where no fit can be trusted). Called
+        from `feed` on the capture thread (that of `near_speech`), once the span's audio was fed: what the
+        rebuild reads is copied here (`EchoMask.take`) and the fit, 40-50 ms of one core, runs on a thread of
+        its own (`_rebuild_first_word`), so the capture goes on meanwhile (on the capture thread a fit held it
+        100-180 ms in a live run). The ASR waits for the patch (announced at the onset:
+        `ASRStreamer.expect_patch`). Not done when the ASR dropped audio since the pause (its sample numbers
+        moved).
         """
         (p, dropped, post), self._mask_at = self._mask_at, None
         c = self._masking
         off = self._fed - c.returned  # fed sample of the canceller's output sample 0 (all it returned was fed)
-        lo, audio = c.mask.audio(p - int(PRE_S * SAMPLE_RATE) - off, p + post - off)
-        if audio.size and self._dropped() == dropped:
-            self.asr.patch(lo + off - dropped, audio)
-        else:
+        span = c.mask.take(p - int(PRE_S * SAMPLE_RATE) - off, p + post - off)
+        if self._dropped() != dropped:
             self.asr.patch(0, np.zeros(0, np.float32))  # none comes: an empty patch ends the announced wait
+            return
+        self._fitting = threading.Thread(target=self._rebuild_first_word, args=(c.mask, span, off, dropped),
+                                         name="voxcli-first-word", daemon=True)
+        self._fitting.start()
+
+    def _rebuild_first_word(self, mask: Any, span: Any, off: int, dropped: int) -> None:
+        """Rebuild `span` and patch it into the ASR (`_patch_first_word`'s thread); an empty patch if nothing
+        came of it or the ASR dropped audio meanwhile (a drop after this check moves the patch out with the
+        samples it numbers: `AudioInbox`)."""
+        try:
+            lo, audio = mask.rebuild(span)
+            if self._closed.is_set():
+                return
+            if audio.size and self._dropped() == dropped:
+                self.asr.patch(lo + off - dropped, audio)
+            else:
+                self.asr.patch(0, np.zeros(0, np.float32))
+        except Exception as e:  # noqa: BLE001 - handed to the caller, as the capture thread's errors are
+            if self.error is None:
+                self.error = e
 
     def _dropped(self) -> int:
         """Samples the ASR's inbox dropped so far (drop-behind): its sample numbers skip them."""
