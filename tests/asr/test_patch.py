@@ -211,3 +211,17 @@ def test_an_endpoint_before_its_announced_patch_waits_for_it(moonshine, vad_path
     announced, seen = _short_command(moonshine, vad_path, covered, patch, hi)
     assert hi < seen < hi + int(PATCH_WAIT_S * SR)  # the endpoint came before the patch, within its wait
     assert _words(announced) == ["try", "again"], announced
+
+
+def test_a_patch_past_a_waiting_final_is_kept_for_the_next_utterance(moonshine, vad_path) -> None:
+    """An utterance ended (its final waits for the announced patch) and the patch lands after its end: it is
+    the next utterance's first word (a barge-in right after a short "Okay."), so the ended one does not take
+    it; a patch reaching into the ended utterance is that one's ("Try again." said over the reply)."""
+    for lo, taken in ((3 * SR, False), (int(0.8 * SR), True)):
+        s = ASRStreamer(moonshine, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True)
+        s._b.append(np.zeros(4 * SR, np.float32))  # the worker waits for input: the test sets its state
+        s._utt_start, s._final_due = SR, int(1.5 * SR)
+        s._patch(Patch(lo, np.full(SR // 2, 0.1, np.float32)))
+        assert s._b.patched.span is None if taken else s._b.patched.span == (lo, lo + SR // 2)
+        assert s._utt_start == (lo if taken else SR)  # taken: the utterance starts at its first word
+        s.cancel()

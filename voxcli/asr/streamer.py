@@ -184,6 +184,7 @@ class ASRStreamer:
         """Up to one step of pending audio (patches applied on the way); (None, True) when input is over."""
         while isinstance((got := self._inbox.take(self.step, whole=self.lockstep))[0], Patch):
             self._patch(got[0])  # type: ignore[arg-type]
+            self._settle_final()  # a final waiting for this patch runs now, not after the next step's audio
         chunk, self._pending_n = got  # what was waiting when this step was taken, as before patches existed
         if chunk is not None and not self.lockstep:  # in lockstep the pending audio is a file fed unpaced, not lag
             self.stats.max_lag_s = max(self.stats.max_lag_s, self._pending_n / SAMPLE_RATE)
@@ -194,7 +195,6 @@ class ASRStreamer:
         try:
             while True:
                 chunk, done = self._take()
-                self._settle_final()  # the patch a final waited for came with this take
                 if done:
                     break
                 self._ingest(chunk)
@@ -227,9 +227,16 @@ class ASRStreamer:
     def _patch(self, p: Patch) -> None:
         if p.announce:
             return self._b.announce()
-        if self._b.patch(p.sample, p.audio) and self._utt_start is not None:  # a running utterance takes it now
-            start = self._b.utterance_start(self._utt_start, self._utt_start)
-            self._utt_start = self._utt_start if self.agreement.stable else start  # its stable words stay first
+        span = self._b.patch(p.sample, p.audio)
+        if span is None or self._utt_start is None:
+            return
+        if self._final_due is not None and span[0] >= self._final_due:
+            return  # past an ended utterance waiting for its final: the span is kept for the next one
+        if self._spec.pending is not None and span[1] > self._utt_start:  # it decoded the audio as first sent
+            self._spec.end("dropped", self._elapsed())
+            self.stats.speculations_dropped += 1
+        start = self._b.utterance_start(self._utt_start, self._utt_start)  # a running utterance takes it now
+        self._utt_start = self._utt_start if self.agreement.stable else start  # its stable words stay first
 
     def _ingest(self, chunk: np.ndarray) -> None:
         chunk = self._b.append(chunk)
