@@ -119,10 +119,12 @@ class Probe:
         near_speech = agent.near_speech
         patch = getattr(agent.asr, "patch", None)
 
-        def patch_asr(sample: int, audio: np.ndarray) -> None:  # the capture thread (Agent.feed)
+        def patch_asr(sample: int, audio: np.ndarray) -> None:  # the capture thread (Agent.feed), once fitted
             self.patches.append((agent._fed, sample + agent._dropped(), np.array(audio, np.float32)))
             if self.forward_patch:
                 patch(sample, audio)
+            else:  # onset-nomask: an empty patch still ends the wait the onset announced, as chat's own does
+                patch(0, np.zeros(0, np.float32))
 
         if patch is not None:
             agent.asr.patch = patch_asr

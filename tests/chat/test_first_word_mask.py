@@ -63,13 +63,14 @@ def inputs(voice_bundle, speech_samples) -> tuple[np.ndarray, np.ndarray]:
 
 def converse(reply: np.ndarray, user: np.ndarray, at_s: float, mask: bool, asr_bundle, vad_bundle,
              linear: bool = True, rebuilt: list | None = None, latency_s: float = 0.0, hold_fit: int = 0,
-             fit_threads: list | None = None):
+             fit_threads: list | None = None, fit_error: Exception | None = None):
     """The user from `at_s` over the reply; returns (speaker calls, patches sent, pause sample, transcript).
 
     `linear` False: the first word rebuilt by the echo mask alone (no `voxcli.audio.echo_path` fit);
     `rebuilt` gets what rebuilt it; the speaker's output latency is `latency_s`. The rebuild runs on the
     agent's own thread: it is held until `hold_fit` more blocks were fed (0: awaited after the block that
-    started it, so the same input gives the same words); `fit_threads` gets the name of the thread it ran on."""
+    started it, so the same input gives the same words); `fit_threads` gets the names of the threads it ran on and
+    the patch was sent from; `fit_error`: the rebuild raises it (the agent's `error` must then be it)."""
     n = reply.size + SR
     u = np.zeros(n, np.float32)
     k = int(at_s * SR)
@@ -90,12 +91,15 @@ def converse(reply: np.ndarray, user: np.ndarray, at_s: float, mask: bool, asr_b
     def rebuild_when_released(span):  # type: ignore[no-untyped-def]
         (fit_threads if fit_threads is not None else []).append(threading.current_thread().name)
         assert release.wait(60), "the fit was never released: it held the feeding thread"
+        if fit_error is not None:
+            raise fit_error
         return rebuild(span)
 
     c.mask.rebuild = rebuild_when_released  # type: ignore[method-assign]
     patches: list[tuple[int, int]] = []
     patch = asr.patch
-    asr.patch = lambda sample, audio: (patches.append((sample, audio.size)), patch(sample, audio))  # type: ignore
+    asr.patch = lambda sample, audio: (patches.append((sample, audio.size)), patch(sample, audio),  # type: ignore
+                                       fit_threads is not None and fit_threads.append(threading.current_thread().name))
     t0, played, tapped, paused = c.reference.t0, np.zeros(n + 2048, np.float32), 0, None
     for start in range(0, n - BLOCK, BLOCK):
         while tapped < start + BLOCK + 480:  # the output runs 30 ms ahead of the capture that hears it
@@ -112,7 +116,7 @@ def converse(reply: np.ndarray, user: np.ndarray, at_s: float, mask: bool, asr_b
                 ears._fitting.join()
         if sp.calls and paused is None:
             paused = start + BLOCK  # the onset came in this block: the reply stops playing
-    assert getattr(ears, "error", None) is None, ears.error
+    assert getattr(ears, "error", None) is fit_error, ears.error
     if rebuilt is not None:
         rebuilt.append(c.mask.rebuilt_by)
     return sp.calls, patches, paused, asr.finish(timeout=300)
@@ -178,7 +182,17 @@ def test_the_capture_goes_on_while_the_first_word_is_fitted(inputs, asr_bundle, 
     threads: list = []
     calls, patches, paused, text = converse(reply, user, 4.0, True, asr_bundle, vad_bundle, hold_fit=10,
                                             fit_threads=threads)
-    assert threads == ["voxcli-first-word"]
+    assert threads == ["voxcli-first-word", threading.current_thread().name]  # fitted there, sent from the feed
     assert calls == ["pause"] and len(patches) == 1
     assert paused - BLOCK <= patches[0][0] + int(PRE_S * SR) <= paused
     assert _words(text)[:4] == ["it", "was", "the", "best"], text
+
+
+def test_a_fit_that_raises_ends_the_wait_and_reports_the_error(inputs, asr_bundle, vad_bundle) -> None:
+    """The fit's error reaches the agent's `error` (as the capture thread's do), and an empty patch ends the wait
+    the onset announced: the ASR goes on (the user's words after the lost first word are still heard)."""
+    reply, user = inputs
+    boom = RuntimeError("fit failed")
+    calls, patches, paused, text = converse(reply, user, 4.0, True, asr_bundle, vad_bundle, fit_error=boom)
+    assert calls == ["pause"] and patches == [(0, 0)]
+    assert "worst of times" in " ".join(_words(text)), text

@@ -19,7 +19,8 @@ PATCH_JOIN_S: Final = 0.5
 """A patched span joins an utterance whose first speech frame comes this soon after it (`PatchedSpeech`)."""
 PATCH_WAIT_S: Final = 1.5
 """An announced patch is waited for (no re-decode) until this much more audio was taken, at most (`announce`):
-chat's comes 0.24-0.84 s of audio after its announcement (its span after the pause, `echo_mask.TRAIL_S`)."""
+chat's comes 0.24-0.84 s of audio after its announcement (its span after the pause, `echo_mask.TRAIL_S`), and
+the fit's time later (50 ms of one core on a thread of its own, `voxcli.chat.first_word`; 0.1-0.2 s live)."""
 
 
 def clean(chunk: np.ndarray) -> np.ndarray:
@@ -51,8 +52,8 @@ class WorkerBuffer:
         Why: a decode of the audio as first sent can make its words stable, and stable words stay
         first: an utterance that has them does not move back to the patch (`PatchedSpeech`), and they
         are forced as the decoder's prefix. Chat's barge-in rebuild through a room takes 50 ms of one
-        core, and held the capture thread 150-300 ms live under load; in that time a decode of AEC3's
-        output made "He was", "What what's" stable over "It was" (benchmarks/bench_barge_in.py --room 0.3)."""
+        core, and on the capture thread it held the capture 100-300 ms live under load; in that time a decode
+        of AEC3's output made "He was", "What what's" stable over "It was" (benchmarks/bench_barge_in.py --room 0.3)."""
         self._due_until = self.end + int(PATCH_WAIT_S * SR)
 
     @property

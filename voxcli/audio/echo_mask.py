@@ -116,8 +116,8 @@ class EchoMask:
 
     def take(self, lo: int, hi: int) -> Span:
         """What rebuilding [lo, hi) needs, copied (a few ms): `rebuild` may then run on another thread while
-        frames go on being recorded. Chat takes it on the capture thread and fits on a worker
-        (`voxcli.chat.listening`): a fit held the capture 100-180 ms in a live run."""
+        frames go on being recorded. Chat takes it on the capture thread and fits on a thread of its own
+        (`voxcli.chat.first_word`): on the capture thread a fit held the capture 100-300 ms in live runs."""
         return Span(lo, hi, self._ring(lo, hi) if self.linear else None, list(self._frames),
                     self.count - len(self._frames), len(self._raw) * self.frame / self.rate)
 

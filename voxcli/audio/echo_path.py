@@ -15,8 +15,8 @@ or more after the first word), 0.014 over 112 with the mask alone, 0.000 with
 no reply playing; the last two, on this code, 0.000 over 32, all rebuilt by
 the fit.
 
-It is made once, when a barge-in needs it (35-45 ms of one core, on the
-capture thread), from the raw microphone and the reference the capture stage
+It is made once, when a barge-in needs it (35-45 ms of one core, on a thread
+of its own: `voxcli.chat.first_word`), from the raw microphone and the reference the capture stage
 kept (`EchoMask`): the echo path is fitted by least squares (an FIR of `TAPS`
 from the echo's delay, exact normal equations) on the reply before the span,
 and subtracted over it. No adaptive filter runs on every frame, and the fit

@@ -24,10 +24,10 @@ what the fit leaves gated where it is not `BETA` under what remains (the
 mask's +6 dB rule, on the residue). `rebuild` returns None, and the mask
 stands in, where the fit takes less than `MIN_ERLE_DB` off its own frames.
 It costs 50 ms of one core (the normal equations built from the
-regressors' shift structure, `_normal`; more with frames dropped), on the
-capture thread; live, under
-the ASR and the voice, the capture fell 150-300 ms behind meanwhile, so chat
-announces the patch at the onset (`ASRStreamer.expect_patch`): a decode of
+regressors' shift structure, `_normal`; more with frames dropped). Run on
+the capture thread, live under the ASR and the voice, it held the capture
+100-300 ms behind, so chat runs it on a thread of its own
+(`voxcli.chat.first_word`) and announces the patch at the onset (`ASRStreamer.expect_patch`): a decode of
 AEC3's output meanwhile had made "He was", "What what's" stable over "It
 was", and stable words keep the utterance from moving back to the patch.
 

@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from voxcli.chat.heard import place, words_of
 from voxcli.chat.history import History, budget_for
+from voxcli.chat.first_word import FIT_WAIT_S
 from voxcli.chat.listening import ListeningMixin
 from voxcli.chat.preempt import PreemptMixin
 from voxcli.chat.turn import FeedClock, PendingTurn, Reply, Speaker, Utterance, cut_off_reason
@@ -169,8 +170,8 @@ class Agent(ListeningMixin, PreemptMixin):
                     fn()
                 except Exception:  # noqa: BLE001 - best effort while shutting down
                     pass
-        for t in self._threads:
-            if t is not threading.current_thread():
+        for t in [*self._threads, self._fitting]:
+            if t is not None and t is not threading.current_thread():
                 t.join(timeout=2.0)
         # Wait for the workers' model calls to end: a native call still running while the
         # interpreter exits aborts the process (onnxruntime's threads) instead of exiting 130.
@@ -186,6 +187,7 @@ class Agent(ListeningMixin, PreemptMixin):
         """End of input: let the ASR commit the last utterance, then wait for the turns."""
         self._input_over = True  # no more audio: holds are judged in wall time (voxcli.chat.turn_gate)
         self._end_pause()  # no VAD will come to end it
+        self._post_first_word(wait=FIT_WAIT_S)  # a fit still running: its patch before the input ends
         try:
             self.asr.finish(timeout)
         except Exception:  # noqa: BLE001 - an ASR error surfaces through the caption loop

@@ -15,7 +15,7 @@ also gives the ASR back the user's first word, which AEC3 lost under the reply:
 the raw microphone with the reply's echo subtracted by a linear fit made at that
 moment (`voxcli.audio.echo_path`), or masked by the detector's echo bound where no
 fit can be trusted (`voxcli.audio.echo_mask`), patched into the streamer's buffer
-(`_patch_first_word`).
+(`voxcli.chat.first_word`).
 
 When an utterance starts and ends is the streamer's decision, not a second
 endpointer's: its `UtteranceEdge` events (`subscribe`) stamp each `Utterance`
@@ -30,13 +30,13 @@ semantic detector at once, so the final finds the score ready.
 """
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE
-from voxcli.audio.echo_mask import POST_S, PRE_S, TRAIL_S
+from voxcli.audio.echo_mask import POST_S, TRAIL_S
+from voxcli.chat.first_word import FirstWordMixin
 from voxcli.chat.heard import heard_text, non_echo_words
 from voxcli.chat.turn import Utterance
 from voxcli.events import BargeIn
@@ -68,7 +68,7 @@ ONSET_GAP_FRAMES = 8
 before the first word is decoded, and a gap between words must not play the reply on."""
 
 
-class ListeningMixin:
+class ListeningMixin(FirstWordMixin):
     """Mic side of `voxcli.chat.agent.Agent` (it provides the state these methods use)."""
 
     vad: Any
@@ -98,13 +98,6 @@ class ListeningMixin:
     """The fed sample at the detector's last onset (None: none yet)."""
     _masking: Any = None
     """The canceller whose `mask` rebuilds the first word after a pause on an onset (None: not done)."""
-    _mask_at: tuple[int, int, int] | None = None
-    """(fed sample of a pause on an onset, ASR samples dropped then, samples of the span after the pause): the
-    span waits for that much audio (`POST_S`, the speaker's output latency, and the echo's measured delay past
-    the stamps: the echo goes on that much longer after the pause, and AEC3 keeps the user down under it)."""
-    _fitting: threading.Thread | None = None
-    """The thread rebuilding the last first word (`_rebuild_first_word`; None: none yet)."""
-
     def hear_double_talk(self, canceller: Any) -> None:
         """Wire a `voxcli.audio.aec.EchoCanceller`'s double-talk onsets to `near_speech` (chat with AEC).
 
@@ -144,6 +137,8 @@ class ListeningMixin:
             self._fed += a.size
             self._feed_clock.record(self._fed, now)
         self.asr.send(a, block=False)  # live mic: drop-behind (counted in asr.stats.dropped_s), never stall capture
+        if self._fitting is not None:
+            self._post_first_word()
         if self._mask_at is not None and self._fed >= self._mask_at[0] + self._mask_at[2] + int(TRAIL_S * SAMPLE_RATE):
             self._patch_first_word()
         if not self._shared_vad:
@@ -293,54 +288,6 @@ class ListeningMixin:
         except Exception as e:  # noqa: BLE001 - never into the capture loop: handed to the caller
             if self.error is None:
                 self.error = e
-
-    def _patch_first_word(self) -> None:
-        """Patch [pause - PRE_S, pause + POST_S + output latency + late echo) of what the ASR heard with the
-        rebuilt raw microphone.
-
-        Why: the onset comes up to ~0.3 s after the user's first word, which AEC3 lost under the
-        loud reply it was cancelling, and AEC3 keeps the user down ~0.15 s after the reply falls
-        silent too, which is the speaker's output latency after the pause (9 ms at PortAudio's low
-        latency, ~50 ms once a stream reopened at the high one, `voxcli.audio.player`); the
-        raw microphone minus the fitted echo keeps the user (`voxcli.audio.echo_path`, through a room
-        `voxcli.audio.echo_subband`; the mask, `voxcli.audio.echo_mask`, where no fit can be trusted). Called
-        from `feed` on the capture thread (that of `near_speech`), once the span's audio was fed: what the
-        rebuild reads is copied here (`EchoMask.take`) and the fit, 40-50 ms of one core, runs on a thread of
-        its own (`_rebuild_first_word`), so the capture goes on meanwhile (on the capture thread a fit held it
-        100-180 ms in a live run). The ASR waits for the patch (announced at the onset:
-        `ASRStreamer.expect_patch`). Not done when the ASR dropped audio since the pause (its sample numbers
-        moved).
-        """
-        (p, dropped, post), self._mask_at = self._mask_at, None
-        c = self._masking
-        off = self._fed - c.returned  # fed sample of the canceller's output sample 0 (all it returned was fed)
-        span = c.mask.take(p - int(PRE_S * SAMPLE_RATE) - off, p + post - off)
-        if self._dropped() != dropped:
-            self.asr.patch(0, np.zeros(0, np.float32))  # none comes: an empty patch ends the announced wait
-            return
-        self._fitting = threading.Thread(target=self._rebuild_first_word, args=(c.mask, span, off, dropped),
-                                         name="voxcli-first-word", daemon=True)
-        self._fitting.start()
-
-    def _rebuild_first_word(self, mask: Any, span: Any, off: int, dropped: int) -> None:
-        """Rebuild `span` and patch it into the ASR (`_patch_first_word`'s thread); an empty patch if nothing
-        came of it or the ASR dropped audio meanwhile (a drop after this check moves the patch out with the
-        samples it numbers: `AudioInbox`)."""
-        try:
-            lo, audio = mask.rebuild(span)
-            if self._closed.is_set():
-                return
-            if audio.size and self._dropped() == dropped:
-                self.asr.patch(lo + off - dropped, audio)
-            else:
-                self.asr.patch(0, np.zeros(0, np.float32))
-        except Exception as e:  # noqa: BLE001 - handed to the caller, as the capture thread's errors are
-            if self.error is None:
-                self.error = e
-
-    def _dropped(self) -> int:
-        """Samples the ASR's inbox dropped so far (drop-behind): its sample numbers skip them."""
-        return int(round(getattr(getattr(self.asr, "stats", None), "dropped_s", 0.0) * SAMPLE_RATE))
 
     def _pause(self, reply: Any, run_seen: bool, by_onset: bool = False) -> None:
         """Pause the reply (under the lock) where its echo cannot be what was heard, once per reply."""
