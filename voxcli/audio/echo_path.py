@@ -16,12 +16,13 @@ no reply playing; the last two, on this code, 0.000 over 32, all rebuilt by
 the fit.
 
 It is made once, when a barge-in needs it (35-45 ms of one core, on a thread
-of its own: `voxcli.chat.first_word`), from the raw microphone and the reference the capture stage
-kept (`EchoMask`): the echo path is fitted by least squares (an FIR of `TAPS`
-from the echo's delay, exact normal equations) on the reply before the span,
-and subtracted over it. No adaptive filter runs on every frame, and the fit
-takes only the blocks the reference explains (`MIN_CORR`): a block where the
-user talks, or the reply is quiet, is left out.
+of its own: `voxcli.chat.first_word`), from the raw microphone and the
+reference the capture stage kept (`EchoMask`): the echo path is fitted by
+least squares (an FIR of `TAPS` from the echo's delay, exact normal
+equations) on the reply before the span, and subtracted over it. No
+adaptive filter runs on every frame, and the fit takes only the blocks the
+reference explains (`MIN_CORR`): a block where the user talks, or the reply
+is quiet, is left out.
 
 The echo's delay against the placed reference is not constant: the capture
 and the output stream each follow their PortAudio stamps (`aec_ref.Anchor`),

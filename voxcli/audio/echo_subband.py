@@ -27,8 +27,8 @@ It costs 50 ms of one core (the normal equations built from the
 regressors' shift structure, `_normal`; more with frames dropped). Run on
 the capture thread, live under the ASR and the voice, it held the capture
 100-300 ms behind, so chat runs it on a thread of its own
-(`voxcli.chat.first_word`) and announces the patch at the onset (`ASRStreamer.expect_patch`): a decode of
-AEC3's output meanwhile had made "He was", "What what's" stable over "It
+(`voxcli.chat.first_word`) and announces the patch at the onset
+(`ASRStreamer.expect_patch`): a decode of AEC3's output meanwhile had made "He was", "What what's" stable over "It
 was", and stable words keep the utterance from moving back to the patch.
 
 Measured (2026-12-02, the room fixture, TAIL 0.3): on the relay's audio the

@@ -36,9 +36,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from voxcli.chat.first_word import FIT_WAIT_S
 from voxcli.chat.heard import place, words_of
 from voxcli.chat.history import History, budget_for
-from voxcli.chat.first_word import FIT_WAIT_S
 from voxcli.chat.listening import ListeningMixin
 from voxcli.chat.preempt import PreemptMixin
 from voxcli.chat.turn import FeedClock, PendingTurn, Reply, Speaker, Utterance, cut_off_reason

@@ -98,6 +98,7 @@ class ListeningMixin(FirstWordMixin):
     """The fed sample at the detector's last onset (None: none yet)."""
     _masking: Any = None
     """The canceller whose `mask` rebuilds the first word after a pause on an onset (None: not done)."""
+
     def hear_double_talk(self, canceller: Any) -> None:
         """Wire a `voxcli.audio.aec.EchoCanceller`'s double-talk onsets to `near_speech` (chat with AEC).
 
