@@ -150,6 +150,30 @@ def test_small_stamp_drift_moves_the_anchor_without_a_jump() -> None:
     assert anchor.time_of(40 * 512) == pytest.approx(1.0 + 40 * 0.032 + 0.010, abs=0.002)
 
 
+def test_the_output_delay_is_measured_not_assumed(user) -> None:
+    """AEC3's output comes 128 samples late at 16 kHz (its 64-sample blocks): measured on the canceller itself,
+    as a user's speech with no reply playing shows it, and for any other delay a backend may have."""
+    c = canceller()
+    frame = SR // 100
+    x = np.asarray(user[: user.size // frame * frame], np.float32)
+    silence = np.zeros(frame, np.float32)
+    y = np.concatenate([c._backend.process(x[i : i + frame], silence) for i in range(0, x.size, frame)])
+    half = x.size // 2
+    lag = int(np.argmax([abs(float(x[half - k : x.size - k] @ y[half:])) for k in range(400)]))
+    assert c.output_delay == lag == 128
+
+    class Late:  # a backend whose output is its input 77 samples later
+        def __init__(self) -> None:
+            self.held = np.zeros(77, np.float32)
+
+        def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
+            both = np.concatenate([self.held, near])
+            self.held = both[near.size :]
+            return both[: near.size]
+
+    assert aec.output_delay(Late(), SR) == 77
+
+
 def test_missing_package_is_reported_not_raised(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "pywebrtc_audio", None)  # the import raises ImportError
     why = aec.unavailable()

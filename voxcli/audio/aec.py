@@ -55,6 +55,8 @@ ERLE_AFTER_S: Final = 2.0
 """Far-end speech AEC3 gets to converge before `EchoLoss` counts (the issue's "ERLE after 2 s")."""
 HOLD_S: Final = 0.2
 """Longest the capture waits for the reference of a frame to be tapped."""
+DELAY_PROBE_S: Final = 0.2
+"""Noise through a spare canceller to measure how late its output comes (`output_delay`)."""
 PACKAGE: Final = "pywebrtc-audio"
 INSTALL_HINT: Final = "pip install pywebrtc-audio (wheels for CPython 3.10-3.14)"
 
@@ -126,15 +128,38 @@ class WebRTCAPM:
     def __init__(self, rate: int, config: AECConfig = AECConfig()) -> None:
         import pywebrtc_audio
 
-        # stream_delay_ms 0: the frames come aligned by their stamps already (AEC3 finds 0-400 ms more)
-        self._apm = pywebrtc_audio.AudioProcessor(rate, 1, echo_cancellation=True, noise_suppression=config.ns,
-                                                  high_pass_filter=True, auto_gain_control=config.agc,
-                                                  stream_delay_ms=0)
+        def make(ns: bool, agc: bool) -> Any:
+            # stream_delay_ms 0: the frames come aligned by their stamps already (AEC3 finds 0-400 ms more)
+            return pywebrtc_audio.AudioProcessor(rate, 1, echo_cancellation=True, noise_suppression=ns,
+                                                 high_pass_filter=True, auto_gain_control=agc, stream_delay_ms=0)
+
+        self._apm = make(config.ns, config.agc)
+        self.delay = output_delay(make(False, False), rate)
+        """Samples the output lags the input: AEC3 works on 64-sample blocks and hands a 10 ms frame back
+        128 samples late at 16 kHz (pywebrtc-audio 0.2; measured here, not assumed)."""
 
     def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
         """One 10 ms frame: the near end with the echo of `far` removed."""
         return np.asarray(self._apm.process(np.ascontiguousarray(near, np.float32),
                                             np.ascontiguousarray(far, np.float32)), np.float32)
+
+
+def output_delay(apm: Any, rate: int) -> int:
+    """Samples `apm`'s output lags its input, measured on `DELAY_PROBE_S` of noise with no far end (a few ms).
+
+    Why: chat puts a span rebuilt from the raw microphone back into the output (the first word,
+    `voxcli.chat.first_word`) at the output's own numbering, 128 samples before the output holds
+    those samples, so the join at the span's end plays 8 ms twice. Placed where the output holds
+    them, the barging-in user's WER rose (`benchmarks/aec_session.py words --seamless`); the
+    benchmark measures the placement against this delay."""
+    frame = rate // 100
+    x = (np.random.default_rng(0).standard_normal(int(DELAY_PROBE_S * 100) * frame) * 0.05).astype(np.float32)
+    silence = np.zeros(frame, np.float32)
+    y = np.concatenate([np.asarray(apm.process(x[i : i + frame], silence), np.float32).reshape(-1)
+                        for i in range(0, x.size, frame)])
+    half = x.size // 2  # past the high-pass filter's start
+    cc = [abs(float(np.dot(x[half - k : x.size - k], y[half:]))) for k in range(2 * frame + 1)]
+    return int(np.argmax(cc))
 
 
 class EchoCanceller:
@@ -174,6 +199,9 @@ class EchoCanceller:
         """AEC3's residual echo taken down where the detector hears only the reply (`voxcli.audio.residual_echo`)."""
         self.returned = 0
         """Output samples `process` has returned (those of the call in progress not yet)."""
+        self.output_delay = int(getattr(self._backend, "delay", 0))
+        """Samples the output lags the input (`WebRTCAPM.delay`): output sample k + output_delay holds input
+        sample k, which is the mask's and its raw ring's sample k (`output_delay`: why chat keeps its span at k)."""
         self.loss = EchoLoss()
         """The echo the canceller has taken off so far (ERLE, `EchoLoss.db`)."""
         self.on_near_speech: Callable[[], None] | None = None
