@@ -32,12 +32,12 @@ sessions (2026-12-02, 8 barge-ins each) live against offline: 0.125/0.135,
 model, moonshine-base-en, the default before, hid most errors (0.010 against
 0.135 on the first).
 
-`--seamless` puts each span where AEC3's output holds its samples: AEC3 hands
-them back `EchoCanceller.output_delay` (128) samples late, and chat puts the
-span at the output's own numbering of the mask's (input) samples, so the join
-at its end plays 8 ms twice. `--blank` silences the span instead. Seven
-sessions, 80 barge-ins (2026-12-02/03): WER 0.057 as chat places it, 0.092
-seamless, 0.246 blank.
+`--place seamless` puts each span where AEC3's output holds its samples: AEC3
+hands them back `EchoCanceller.output_delay` (128) samples late, and chat puts
+the span at the output's own numbering of the mask's (input) samples, so its
+start skips 8 ms and the join at its end plays 8 ms twice. `--place blank`
+silences the span instead. Seven sessions, 80 barge-ins (2026-12-02/03): WER
+0.057 as chat places it, 0.092 seamless, 0.246 blank.
 """
 from __future__ import annotations
 
@@ -201,12 +201,17 @@ def words(path: str, pre_s: float | None, post_extra_s: float, model: str | None
     out = feed(path, c, patch_due)
     aec3 = np.concatenate(out)
     patched = aec3.copy()
-    shift = c.output_delay if place == "seamless" else 0  # the mask numbers input samples, as chat does
+    delay = c.output_delay
+    if place == "seamless" and delay is None:
+        raise SystemExit("the canceller's output delay could not be measured: no seamless placement")
+    shift = delay if place == "seamless" else 0  # the mask numbers input samples, and chat patches them so
     for lo, a in patches:  # "seamless": where the output holds them (AEC3 hands them back `output_delay` late)
+        a = a[: max(0, patched.size - lo - shift)]
         patched[lo + shift : lo + shift + a.size] = 0.0 if place == "blank" else a
     print(f"transcribed by {asr.name}; spans rebuilt by {', '.join(map(str, rebuilt_by))}; placed: {place} "
-          f"(AEC3's output lags its input by {c.output_delay} samples)")
-    for name, y in (("AEC3's output", aec3), (f"span patched (pre {pre_s:g} s)", patched)):
+          f"(AEC3's output lags its input by {delay} samples)")
+    label = {"chat": "span patched", "seamless": "span patched seamless", "blank": "span silenced"}[place]
+    for name, y in (("AEC3's output", aec3), (f"{label} (pre {pre_s:g} s)", patched)):
         errors = []
         for p in onsets:
             text = asr.text(y[max(0, p - int(0.8 * rate)) : p + int(3.6 * rate)].astype(np.float32))
@@ -231,10 +236,9 @@ def main() -> None:
     w.add_argument("--post-extra", type=float, default=0.0, help="seconds added to the span after the pause")
     w.add_argument("--model", default=None, help="recognizer (default: chat's, as the live run had)")
     w.add_argument("--mask-only", action="store_true", help="spans rebuilt by the mask alone (no fit)")
-    w.add_argument("--seamless", dest="place", action="store_const", const="seamless", default="chat",
-                   help="each span where AEC3's output holds its samples (chat puts it output_delay earlier)")
-    w.add_argument("--blank", dest="place", action="store_const", const="blank",
-                   help="each span silenced instead (what the span is worth to the recognizer)")
+    w.add_argument("--place", choices=("chat", "seamless", "blank"), default="chat",
+                   help="chat: each span as chat patches it (output_delay early); seamless: where AEC3's output "
+                        "holds its samples; blank: silenced (what the span is worth to the recognizer)")
     args = ap.parse_args()
     if args.cmd != "record" and not Path(args.session).is_file():
         raise SystemExit(f"no recorded session at {args.session}: record one with "

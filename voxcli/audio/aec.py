@@ -39,6 +39,7 @@ nothing of the user's in the raw microphone (`voxcli.audio.residual_echo`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Final, Iterator
 
@@ -57,6 +58,8 @@ HOLD_S: Final = 0.2
 """Longest the capture waits for the reference of a frame to be tapped."""
 DELAY_PROBE_S: Final = 0.2
 """Noise through a spare canceller to measure how late its output comes (`output_delay`)."""
+DELAY_MIN_CORR: Final = 0.5
+"""The probe's output must be this much its input at one lag (AEC3 with no far end: 0.97) for a delay."""
 PACKAGE: Final = "pywebrtc-audio"
 INSTALL_HINT: Final = "pip install pywebrtc-audio (wheels for CPython 3.10-3.14)"
 
@@ -134,9 +137,14 @@ class WebRTCAPM:
                                                  high_pass_filter=True, auto_gain_control=agc, stream_delay_ms=0)
 
         self._apm = make(config.ns, config.agc)
-        self.delay = output_delay(make(False, False), rate)
+        self._make, self._rate = make, rate
+
+    @functools.cached_property
+    def delay(self) -> int | None:
         """Samples the output lags the input: AEC3 works on 64-sample blocks and hands a 10 ms frame back
-        128 samples late at 16 kHz (pywebrtc-audio 0.2; measured here, not assumed)."""
+        128 samples late at 16 kHz (pywebrtc-audio 0.2). Measured on a spare processor when first asked
+        (`output_delay`, ~10 ms), not assumed; chat does not ask."""
+        return output_delay(self._make(False, False), self._rate)
 
     def process(self, near: np.ndarray, far: np.ndarray) -> np.ndarray:
         """One 10 ms frame: the near end with the echo of `far` removed."""
@@ -144,22 +152,26 @@ class WebRTCAPM:
                                             np.ascontiguousarray(far, np.float32)), np.float32)
 
 
-def output_delay(apm: Any, rate: int) -> int:
-    """Samples `apm`'s output lags its input, measured on `DELAY_PROBE_S` of noise with no far end (a few ms).
+def output_delay(apm: Any, rate: int) -> int | None:
+    """Samples `apm`'s output lags its input, measured on `DELAY_PROBE_S` of noise with no far end (~10 ms for
+    AEC3); None when no lag up to two frames explains the output (`DELAY_MIN_CORR`).
 
     Why: chat puts a span rebuilt from the raw microphone back into the output (the first word,
-    `voxcli.chat.first_word`) at the output's own numbering, 128 samples before the output holds
-    those samples, so the join at the span's end plays 8 ms twice. Placed where the output holds
-    them, the barging-in user's WER rose (`benchmarks/aec_session.py words --seamless`); the
-    benchmark measures the placement against this delay."""
+    `voxcli.chat.first_word`) at the output's own numbering of those samples, which the output holds
+    this much later (AEC3: 128 samples at 16 kHz): the span's start skips 8 ms and its end's join plays
+    8 ms twice. Placed where the output holds them, the barging-in user's WER rose
+    (`benchmarks/aec_session.py words --place seamless`), so chat keeps its placement."""
     frame = rate // 100
     x = (np.random.default_rng(0).standard_normal(int(DELAY_PROBE_S * 100) * frame) * 0.05).astype(np.float32)
     silence = np.zeros(frame, np.float32)
     y = np.concatenate([np.asarray(apm.process(x[i : i + frame], silence), np.float32).reshape(-1)
                         for i in range(0, x.size, frame)])
     half = x.size // 2  # past the high-pass filter's start
-    cc = [abs(float(np.dot(x[half - k : x.size - k], y[half:]))) for k in range(2 * frame + 1)]
-    return int(np.argmax(cc))
+    tail = y[half:]
+    cc = [abs(float(np.dot(x[half - k : x.size - k], tail))) for k in range(2 * frame + 1)]
+    k = int(np.argmax(cc))
+    norm = float(np.sqrt(np.dot(x[half - k : x.size - k], x[half - k : x.size - k]) * np.dot(tail, tail)))
+    return k if norm > 0 and cc[k] / norm >= DELAY_MIN_CORR else None
 
 
 class EchoCanceller:
@@ -167,8 +179,8 @@ class EchoCanceller:
 
     Blocks of any length at `rate`, each stamped with the clock time of its
     first sample (`voxcli.audio.aec_ref.capture_time`); they are cut into
-    10 ms frames, so the output lags by less than a frame and its length
-    varies by up to a frame. `reference` is fed by the player's output tap.
+    10 ms frames, so the output's count lags by less than a frame and its length
+    varies by up to a frame (its content: `output_delay` more). `reference` is fed by the player's output tap.
     """
 
     def __init__(self, rate: int = 16000, config: AECConfig = AECConfig(), *,
@@ -194,14 +206,12 @@ class EchoCanceller:
         """Frames captured so long ago that their reference had left the timeline (`aec_ref.KEEP_S`)."""
         self.detector = DoubleTalkDetector(rate) if config.double_talk else None
         self.mask = EchoMask(rate, self.detector.window) if self.detector is not None else None
-        """The raw microphone masked by the detector's echo bound, frame by frame (sample k = output sample k)."""
+        """The raw microphone masked by the detector's echo bound, frame by frame (its sample k is the input's,
+        which the output holds `output_delay` later; chat patches its spans at the output's sample k)."""
         self.gate = ResidualGate() if self.detector is not None and config.residual_gate else None
         """AEC3's residual echo taken down where the detector hears only the reply (`voxcli.audio.residual_echo`)."""
         self.returned = 0
         """Output samples `process` has returned (those of the call in progress not yet)."""
-        self.output_delay = int(getattr(self._backend, "delay", 0))
-        """Samples the output lags the input (`WebRTCAPM.delay`): output sample k + output_delay holds input
-        sample k, which is the mask's and its raw ring's sample k (`output_delay`: why chat keeps its span at k)."""
         self.loss = EchoLoss()
         """The echo the canceller has taken off so far (ERLE, `EchoLoss.db`)."""
         self.on_near_speech: Callable[[], None] | None = None
@@ -283,6 +293,13 @@ class EchoCanceller:
         if self.reference.peak(at - w, 2 * w + self.frame) > FAR_ACTIVE:  # 10 ms block peaks: O(1) per frame
             return np.zeros_like(y)
         return y
+
+    @property
+    def output_delay(self) -> int | None:
+        """Samples the output lags the input (`WebRTCAPM.delay`, measured when first asked; None: unknown, as for
+        a backend that does not say): output sample k + output_delay holds input sample k, the mask's and its
+        raw ring's sample k (`output_delay`: why chat keeps its spans at k)."""
+        return getattr(self._backend, "delay", None)
 
     def report(self) -> str:
         """One line on how the echo path behaved (chat logs it at the end with --verbose): how much later the

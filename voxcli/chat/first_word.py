@@ -59,9 +59,9 @@ class FirstWordMixin:
         c = self._masking
         off = self._fed - c.returned  # fed sample of the canceller's output sample 0 (all it returned was fed)
         # The mask numbers the canceller's input samples and the span goes at the same numbers of its output,
-        # which holds them `output_delay` (128) samples later: the join at the span's end plays 8 ms twice.
-        # Kept so: placed where the output holds them, the user's WER rose from 0.057 to 0.092 over 80 recorded
-        # barge-ins (`benchmarks/aec_session.py words --seamless`, 2026-12-03).
+        # which holds them `output_delay` (128) samples later: the span's start skips 8 ms and the join at its
+        # end plays 8 ms twice. Kept so: placed where the output holds them, the user's WER rose from 0.057 to
+        # 0.092 over 80 recorded barge-ins (`benchmarks/aec_session.py words --place seamless`, 2026-12-03).
         span = c.mask.take(p - int(PRE_S * SAMPLE_RATE) - off, p + post - off)
         if self._dropped() != dropped or self._fitting is not None:
             self.asr.patch(0, np.zeros(0, np.float32))  # none comes: an empty patch ends the announced wait
