@@ -56,6 +56,9 @@ class FirstWordMixin:
         (p, dropped, post), self._mask_at = self._mask_at, None
         if self._fitting is not None:  # two pauses within one fit (load): patches keep their onsets' order
             self._post_first_word(wait=FIT_WAIT_S)
+        if self._dropped() != dropped or self._fitting is not None:
+            self.asr.patch(0, np.zeros(0, np.float32))  # none comes: an empty patch ends the announced wait
+            return
         c = self._masking
         off = self._fed - c.returned  # fed sample of the canceller's output sample 0 (all it returned was fed)
         # The mask numbers the canceller's input samples and the span goes at the same numbers of its output,
@@ -63,9 +66,6 @@ class FirstWordMixin:
         # end plays 8 ms twice. Kept so: placed where the output holds them, the user's WER rose from 0.057 to
         # 0.092 over 80 recorded barge-ins (`benchmarks/aec_session.py words --place seamless`, 2026-12-03).
         span = c.mask.take(p - int(PRE_S * SAMPLE_RATE) - off, p + post - off)
-        if self._dropped() != dropped or self._fitting is not None:
-            self.asr.patch(0, np.zeros(0, np.float32))  # none comes: an empty patch ends the announced wait
-            return
         self._fitted = None
         self._fitting = threading.Thread(target=self._rebuild_first_word, args=(c.mask, span, off, dropped),
                                          name="voxcli-first-word", daemon=True)
