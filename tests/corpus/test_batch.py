@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -71,7 +72,13 @@ def test_jobs_2_gives_the_same_files_as_jobs_1(tree: Path, tmp_path: Path):
     r1 = list(voxcli.transcribe_many([str(tree)], one, format="srt", jobs=1))
     r2 = list(voxcli.transcribe_many([str(tree)], two, format="srt", jobs=2))
     assert sorted((r.key, r.status) for r in r1) == sorted((r.key, r.status) for r in r2)
-    assert len({r.worker for r in r2 if r.status == "done"}) == 2  # both worker processes did work
+    # --jobs 1 decodes in this process, --jobs 2 in worker processes. Which of the two takes which
+    # file is the scheduler's choice: a worker still loading its model can leave both files to the
+    # other (a clean-clone CI run saw it), so only "not here, at most two of them" is asserted.
+    here = f"{socket.gethostname()}:{os.getpid()}"
+    assert {r.worker for r in r1 if r.status == "done"} == {here}
+    workers = {r.worker for r in r2 if r.status == "done"}
+    assert here not in workers and 1 <= len(workers) <= 2
     assert _files(one) == _files(two) and len(_files(one)) == 2
 
 
