@@ -5,6 +5,7 @@
     python benchmarks/aec_session.py replay S.npz                                 # the canceller as it is
     python benchmarks/aec_session.py replay S.npz --no-gate                       # without the residual gate
     python benchmarks/aec_session.py words T.npz                                  # T: recorded with --trials
+    python benchmarks/aec_session.py tail S.npz                                   # the echo's tail the fit leaves
 
 Why: the ERLE of one reply through the room fixture swings by 10-20 dB from run
 to run (the relay's queue, the sound server's skips, the load), so two versions
@@ -50,10 +51,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+import aec_diagnose  # noqa: E402 - next to this file
 
 
 def record(out: str, bench_args: list[str]) -> None:
-    sys.path.insert(0, str(HERE))
     from voxcli.audio import aec, aec_ref
 
     events: list[tuple] = []  # ("tap", block, t, rate) / ("cap", block, t, rate, t0)
@@ -211,14 +213,18 @@ def words(path: str, pre_s: float | None, post_extra_s: float, model: str | None
     print(f"transcribed by {asr.name}; spans rebuilt by {', '.join(map(str, rebuilt_by))}; placed: {place} "
           f"(AEC3's output lags its input by {delay} samples)")
     label = {"chat": "span patched", "seamless": "span patched seamless", "blank": "span silenced"}[place]
+    near, user = aec_diagnose.captured(path), aec_diagnose.user_clip(rate)
+    leads = [1000 * aec_diagnose.user_lead(near, p, user, rate) / rate for p in onsets]
     for name, y in (("AEC3's output", aec3), (f"{label} (pre {pre_s:g} s)", patched)):
         errors = []
-        for p in onsets:
+        for p, lead in zip(onsets, leads):
             text = asr.text(y[max(0, p - int(0.8 * rate)) : p + int(3.6 * rate)].astype(np.float32))
             errors.append(word_errors(USER_SAYS, text))
-            print(f"  {name}: {text}")
+            print(f"  {name} (user started {lead:3.0f} ms before the onset): {text}")
         total = sum(errors[1:], errors[0]) if errors else None
         print(f"{name}: WER {total.rate:.3f} over {len(onsets)} barge-ins" if total else f"{name}: no onsets")
+        if errors:
+            print(f"  {aec_diagnose.split_by_lead(leads, errors)}")
 
 
 def main() -> None:
@@ -239,12 +245,16 @@ def main() -> None:
     w.add_argument("--place", choices=("chat", "seamless", "blank"), default="chat",
                    help="chat: each span as chat patches it (output_delay early); seamless: where AEC3's output "
                         "holds its samples; blank: silenced (what the span is worth to the recognizer)")
+    t = sub.add_parser("tail", help="the room's fit where the reply falls silent on its own: the echo's tail")
+    t.add_argument("session")
     args = ap.parse_args()
     if args.cmd != "record" and not Path(args.session).is_file():
         raise SystemExit(f"no recorded session at {args.session}: record one with "
                          f"`{Path(__file__).name} record S.npz -- ...`")
     if args.cmd == "record":
         record(args.out, [a for a in args.bench_args if a != "--"])
+    elif args.cmd == "tail":
+        aec_diagnose.tail(args.session)
     elif args.cmd == "words":
         words(args.session, args.pre, args.post_extra, args.model, args.mask_only, args.place)
     else:
