@@ -36,7 +36,7 @@ from typing import Iterator, Literal, Protocol
 import numpy as np
 
 from voxcli.asr.agreement import LocalAgreement
-from voxcli.asr.buffer import WorkerBuffer
+from voxcli.asr.buffer import PATCH_LEAD_S, WorkerBuffer
 from voxcli.asr.drafting import OnsetDraft
 from voxcli.asr.inbox import AudioInbox, Patch
 from voxcli.asr.speculation import Speculation, Speculator, Subscriber
@@ -94,6 +94,7 @@ class ASRStreamer:
         vad.reset()
         self._ep = Endpointer(self.vad_config)
         self._utt_start: int | None = None  # absolute sample where the current utterance begins
+        self._lead_at: int | None = None  # where an utterance that began at a patched span starts (`PATCH_LEAD_S`)
         self._final_due: int | None = None  # an endpoint's final end, waiting for an announced patch
         self._last_decode_at = 0
         self._last_caption: tuple[str, str] | None = None
@@ -236,7 +237,8 @@ class ASRStreamer:
             self._spec.end("dropped", self._elapsed())
             self.stats.speculations_dropped += 1
         start = self._b.utterance_start(self._utt_start, self._utt_start)  # a running utterance takes it now
-        self._utt_start = self._utt_start if self.agreement.stable else start  # its stable words stay first
+        if not self.agreement.stable and start != self._utt_start:  # its stable words stay first
+            self._utt_start = self._lead_at = start
 
     def _ingest(self, chunk: np.ndarray) -> None:
         chunk = self._b.append(chunk)
@@ -252,7 +254,9 @@ class ASRStreamer:
                     self._speculate()
                 continue
             if ev.kind == "start" and self._utt_start is None:
-                self._utt_start = self._b.utterance_start(ev.sample - self.vad_config.pad_samples, ev.sample)
+                own = max(self._b.start, ev.sample - self.vad_config.pad_samples)
+                self._utt_start = self._b.utterance_start(own, ev.sample)
+                self._lead_at = self._utt_start if self._utt_start != own else None  # it joined a patched span
                 self._last_decode_at = self._utt_start
                 self._spec.edge("start", self._utt_index, ev.sample, None, self._elapsed())
             elif ev.kind == "end" and self._utt_start is not None:
@@ -274,7 +278,10 @@ class ASRStreamer:
         text = self.agreement.prompt if prompt else ""
         draft = {} if prompt else self._draft.draft_for(self.model, self.agreement.words)  # finals and cuts only
         t = time.monotonic()
-        words = self.model.transcribe(self._b.span(start, end), prompt=text or None, **draft)
+        audio = self._b.span(start, end)
+        if start == self._lead_at:  # a patched span opens the utterance: the decoder gets the silence before it
+            audio = np.concatenate([np.zeros(int(PATCH_LEAD_S * SAMPLE_RATE), np.float32), audio])
+        words = self.model.transcribe(audio, prompt=text or None, **draft)
         self.stats.decode_s += time.monotonic() - t
         self.stats.decodes += 1
         return [w.text for w in words]
@@ -370,7 +377,7 @@ class ASRStreamer:
         self.agreement.reset()
         self._draft.reset()
         self._last_caption = None
-        self._utt_start = None
+        self._utt_start = self._lead_at = None
         self._b.commit(end, self._ep.frame_index)
 
     def _cut(self) -> None:

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The barging-in user's words decoded again from what the agent was fed: streamed as chat does, and at once.
+
+    python benchmarks/bench_barge_in.py --room 0.3 --trials 16 --arms onset --save DIR   # keep each trial
+    python benchmarks/replay_barge_in.py DIR                                             # then, any number of times
+
+Why: the live run gives one WER for audio and decoding together. Each saved trial holds the blocks the
+agent fed its ASR and the first word's patch (where it goes, its audio, how much had been fed when it was
+sent). Here each trial goes through a fresh `ASRStreamer` made as `voxcli chat` makes it (chat's
+recognizer and thread budget, its endpoint settings), fed block by block at the live pace, the patch
+announced at the onset (0.3 s after the span's start) and sent where it was sent; and the same audio with
+the patch in place is decoded once, whole (4.4 s from 0.8 s before the onset, as `aec_session.py words`
+does). A streamed WER above the one-shot one is lost by the decoding, not by the audio.
+
+On 2026-12-03 this found the streamed decode losing "the" where the one-shot did not (16 trials: 0.089
+streamed, 0.016 one-shot; the live run 0.083): an utterance that began at the patch was decoded from the
+span's first sample. Since `PATCH_LEAD_S` the decoder gets silence before it (README: "The decode, not the audio").
+`--pace 0` feeds as fast as the worker takes (not chat's schedule: the figures differ).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+USER_SAYS = "It was the best of times, it was the worst of times."
+"""What bench_barge_in.py's user says."""
+PRE_S = 0.3
+"""The span starts this long before the onset (`voxcli.audio.echo_mask.PRE_S`): the patch is announced there."""
+
+
+def streamer(engine, scorer):  # type: ignore[no-untyped-def]
+    """A fresh streamer as `voxcli.chat.models.open_chat_models` makes it (the shared VAD, the endpoint)."""
+    from voxcli.asr.endpointer import VADConfig
+    from voxcli.asr.streamer import ASRStreamer
+    from voxcli.chat.models import HOLD_FROM
+    from voxcli.chat.shared_vad import SharedVAD
+    from voxcli.config import DEFAULT_ENDPOINT_MS
+
+    return ASRStreamer(engine, SharedVAD(scorer), vad_config=VADConfig(endpoint_ms=DEFAULT_ENDPOINT_MS),
+                       hold_from=HOLD_FROM, tail_from_speech=HOLD_FROM == "speech")
+
+
+def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | None:  # type: ignore[no-untyped-def]
+    """(live text, one-shot text, streamed text: its last utterance) of one saved trial; None without a patch."""
+    z = np.load(path)
+    if "patch_audio" not in z.files:
+        return None
+    fed, sizes = z["fed"], z["sizes"]
+    at, audio, sent = int(z["patch_sample"]), z["patch_audio"], int(z["patch_at"])
+    onset = at + int(PRE_S * 16000)
+    patched = fed.copy()
+    patched[at : at + audio.size] = audio[: max(0, fed.size - at)]
+    once = engine.text(patched[max(0, onset - 12800) : onset + 57600])
+    s = streamer(engine, scorer)
+    n, announced, done = 0, False, False
+    for size in sizes:
+        s.send(fed[n : n + size])
+        n += int(size)
+        if not announced and n >= onset:
+            s.expect_patch()
+            announced = True
+        if announced and not done and n >= sent:
+            s.patch(at, audio)
+            done = True
+        if pace:
+            time.sleep(pace * size / 16000)
+    utterances = [u for u in s.finish(timeout=300).splitlines() if u.strip()]
+    return str(json.loads(str(z["row"])).get("user_text") or ""), once, utterances[-1] if utterances else ""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("saved", help="a directory written by bench_barge_in.py --save (trialNN.npz)")
+    ap.add_argument("--pace", type=float, default=1.0, help="feed at this multiple of real time (0: unpaced)")
+    args = ap.parse_args()
+    trials = sorted(Path(args.saved).glob("trial*.npz"))
+    if not trials:
+        raise SystemExit(f"no saved trials in {args.saved}: run bench_barge_in.py ... --save {args.saved}")
+    from voxcli.asr.models import chat_asr, load_asr
+    from voxcli.bench.wer import word_errors
+    from voxcli.chat.models import thread_budget
+
+    engine, scorer = load_asr(chat_asr(), offline=True, threads=thread_budget(local_llm=True).asr)
+    errors: dict[str, list] = {"live": [], "one-shot": [], "streamed": []}
+    for path in trials:
+        got = replay(path, engine, scorer, args.pace)
+        if got is None:
+            print(f"{path.name}: no patch (not replayed)")
+            continue
+        for name, text in zip(errors, got):
+            errors[name].append(word_errors(USER_SAYS, text))
+        print(f"{path.name}  live: {got[0]!r}\n             one-shot: {got[1]!r}\n             streamed: {got[2]!r}")
+    for name, errs in errors.items():
+        if errs:
+            print(f"{name}: WER {sum(errs[1:], errs[0]).rate:.3f} over {len(errs)} barge-ins")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""An utterance that begins at a patched span is decoded after `PATCH_LEAD_S` of silence.
+
+Chat's rebuilt first word starts 0.3 s before a barge-in's onset, and between utterances the streamer keeps
+nothing before it: decoded from its first sample, the patched audio came out "It was best of times" where a
+one-shot decode of the same audio heard "It was the best of times" (benchmarks/replay_barge_in.py). The
+decoder now gets the silence a VAD-started utterance has before its first word; nothing else changes.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from voxcli.asr.buffer import PATCH_LEAD_S
+from voxcli.asr.streamer import ASRStreamer
+from voxcli.audio.files import read_audio
+from voxcli.runtimes.silero_vad import SileroVAD
+
+SR = 16000
+LEAD = int(PATCH_LEAD_S * SR)
+
+
+class Recorded:
+    """The real model, keeping the audio of every decode."""
+
+    def __init__(self, model: Any) -> None:
+        self._model, self.calls = model, []
+
+    def transcribe(self, audio: np.ndarray, prompt: str | None = None, **kw: Any) -> Any:
+        self.calls.append(np.array(audio))
+        return self._model.transcribe(audio, prompt, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+def _run(model: Recorded, vad_path, audio: np.ndarray, patch: tuple[int, np.ndarray] | None, after: int) -> str:
+    s = ASRStreamer(model, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
+    threading.Thread(target=lambda: list(s.captions), daemon=True).start()
+    sent = False
+    for i in range(0, audio.size, 512):
+        s.send(audio[i : i + 512])
+        if patch is not None and not sent and i + 512 >= after:
+            s.patch(*patch)
+            sent = True
+    return s.finish(timeout=300)
+
+
+def _covered(speech_samples) -> tuple[np.ndarray, np.ndarray, int, int]:
+    audio = read_audio(speech_samples["two_cities"], rate=SR)[0][: 5 * SR]
+    rms = np.sqrt(np.mean(audio[: audio.size // 160 * 160].reshape(-1, 160) ** 2, axis=1))
+    onset = int(np.argmax(rms > 0.02)) * 160  # "It was the best of times, ..." starts here
+    lo, hi = onset - 160 * 5, onset + int(0.45 * SR)
+    covered = audio.copy()
+    covered[lo:hi] = 0.0  # what AEC3 gave while the user started under a loud reply
+    return audio, covered, lo, hi
+
+
+def test_a_patched_utterance_is_decoded_after_the_lead_in_and_a_plain_one_is_not(
+        moonshine, vad_path, speech_samples) -> None:
+    audio, covered, lo, hi = _covered(speech_samples)
+    start = lo - int(0.3 * SR)  # chat's span: 0.3 s before the onset, rebuilt up to after the pause
+    span = audio[start : hi + 3200]
+    patched = Recorded(moonshine)
+    text = _run(patched, vad_path, covered, (start, span), after=hi + 3200)
+    assert text.lower().startswith("it was the best"), text
+    opened = [a for a in patched.calls if a.size > LEAD + span.size // 2 and not np.any(a[:LEAD])]
+    assert opened, "no decode of the patched utterance began with the lead-in"
+    for a in opened:  # the silence, then the patched span itself, sample for sample
+        np.testing.assert_array_equal(a[LEAD : LEAD + span.size], np.clip(span, -1, 1)[: a.size - LEAD])
+    plain = Recorded(moonshine)
+    _run(plain, vad_path, audio, None, after=0)
+    assert plain.calls and not any(a.size > LEAD and not np.any(a[:LEAD]) for a in plain.calls)
