@@ -24,14 +24,15 @@ LATE_MS = 150
 """A barge-in detected more than this after the user's first sample is counted as detected late."""
 
 
-def user_clip(rate: int) -> np.ndarray:
-    """The barging-in user's clip as `bench_barge_in.py` plays it, at `rate` (its level does not matter here)."""
+def user_clip(rate: int, path: Any = None) -> np.ndarray:
+    """The barging-in user's clip as `bench_barge_in.py` plays it, at `rate` (its level does not matter here);
+    `path`: the Two Cities recording (default: the speech-samples bundle's)."""
     import soxr
 
     sys.path.insert(0, str(HERE))
     import bench_barge_in
 
-    user, user_rate = bench_barge_in.user_speech(np.full(160, 0.1, np.float32))
+    user, user_rate = bench_barge_in.user_speech(np.full(160, 0.1, np.float32), path)
     return soxr.resample(user.astype(np.float64), user_rate, rate)
 
 
@@ -46,7 +47,7 @@ def captured(path: str) -> np.ndarray:
 def user_lead(near: np.ndarray, onset: int, user: np.ndarray, rate: int) -> int:
     """Samples from the user's first sample to `onset`: where the clip best lines up with the microphone
     between 0.5 s before the onset and the onset (the user is the loudest thing there once the reply pauses)."""
-    seg = near[max(0, onset - rate // 2) : onset + 3 * rate]
+    seg = near[max(0, onset - rate // 2) : onset + user.size]
     n = 1 << int(np.ceil(np.log2(seg.size + user.size)))
     cc = np.fft.irfft(np.fft.rfft(seg, n) * np.conj(np.fft.rfft(user, n)), n)
     start = max(0, onset - rate // 2) + int(np.argmax(cc[: min(rate // 2, onset) + 1]))
@@ -65,22 +66,21 @@ def split_by_lead(leads_ms: list[float], errors: list[Any]) -> str:
     return "; ".join(parts)
 
 
-def tail(path: str) -> None:
-    """The room's fit at each gap of the reply (no barge-in within 0.5 s before to 5 s after): the echo it
-    takes off per 50 ms from 50 ms before the reference falls silent, and the microphone's level there."""
-    import aec_session
-
+def tail(path: str, canceller_for: Any, feed: Any) -> None:
+    """The room's fit at each gap of the reply (no barge-in from 1 s before to 5 s after; its reference placed
+    over the fit's 3 s): the echo it takes off per 50 ms from 50 ms before the reference falls silent, and the
+    microphone's level there. `canceller_for`, `feed`: `aec_session`'s (a fresh canceller, the session fed)."""
     from voxcli.audio import echo_subband
 
-    c = aec_session.canceller_for(path)
+    c = canceller_for(path)
     rate, f = c.rate, c.mask.frame
-    kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # frame number -> (near, far) the canceller was given
+    kept: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # frame number -> (near, far) of a placed frame
     cuts: list[int] = []  # frames where the raw ring was cut (a placement jump): no fit across them
     onsets: list[int] = []
     record, cut = c.mask.record, c.mask.cut
 
     def recorded(spectrum, band, above, near=None, far=None):  # type: ignore[no-untyped-def]
-        if near is not None and far is not None:
+        if near is not None and far is not None and spectrum is not None:  # (unplaced: zeros for its reference)
             kept[c.mask.count] = (np.array(near, np.float32), np.array(far, np.float32))
         return record(spectrum, band, above, near, far)
 
@@ -94,7 +94,7 @@ def tail(path: str) -> None:
             onsets.append(p)
 
     c.mask.record, c.mask.cut, c.on_near_speech = recorded, cutting, told
-    aec_session.feed(path, c)
+    feed(path, c)
     if not kept:
         raise SystemExit(f"{path}: the canceller kept no raw audio (no reply?)")
     count = max(kept) + 1
@@ -113,7 +113,7 @@ def tail(path: str) -> None:
         if not valid[max(0, k - 300) : k + 40].all() or k < 300:  # the fit's 2 s, its delay search and the gap
             continue
         g = k * f
-        if any(-rate // 2 < g - o < 5 * rate for o in onsets):
+        if any(-rate < g - o < 5 * rate for o in onsets):  # the user starts up to ~0.3 s before an onset
             continue
         out = echo_subband.rebuild(near, far, g - step, g + 7 * step, rate)
         if out is None:
@@ -126,6 +126,6 @@ def tail(path: str) -> None:
         raise SystemExit(f"{path}: no gap of 250 ms in the reply away from the barge-ins, or no fit held there")
     head = " ".join(f"{t:>+6d}" for t in range(-50, 350, 50))
     print(f"{path}: {len(rows)} gaps of the reply (its reference silent for 250 ms or more), no user")
-    print(f"  ms after the reference fell silent:  {head}")
+    print(f"  ms after the reference fell silent:   {head}")
     print(f"  echo taken off by the fit, median dB: {' '.join(f'{v:6.1f}' for v in np.median(rows, axis=0))}")
-    print(f"  microphone level, median dBFS:       {' '.join(f'{v:6.1f}' for v in np.median(levels, axis=0))}")
+    print(f"  microphone level, median dBFS:        {' '.join(f'{v:6.1f}' for v in np.median(levels, axis=0))}")

@@ -254,7 +254,7 @@ def main() -> None:
     if args.cmd == "record":
         record(args.out, [a for a in args.bench_args if a != "--"])
     elif args.cmd == "tail":
-        aec_diagnose.tail(args.session)
+        aec_diagnose.tail(args.session, canceller_for, feed)
     elif args.cmd == "words":
         words(args.session, args.pre, args.post_extra, args.model, args.mask_only, args.place)
     else:

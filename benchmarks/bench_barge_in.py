@@ -76,11 +76,12 @@ PLAY_BEFORE_S = 2.5
 """Reply heard before the user starts (past the canceller's warm-up second)."""
 
 
-def user_speech(rate_like: np.ndarray) -> tuple[np.ndarray, int]:
+def user_speech(rate_like: np.ndarray, path: Any = None) -> tuple[np.ndarray, int]:
+    """The user's clip (the Two Cities recording, `path` or the speech-samples bundle's) at the level of `rate_like`."""
     from voxcli.audio.files import read_audio
     from voxcli.hub.resolve import resolve_model
 
-    user, rate = read_audio(resolve_model("speech-samples", kind=None).file("two_cities.wav"))
+    user, rate = read_audio(path or resolve_model("speech-samples", kind=None).file("two_cities.wav"))
     act = lambda a: float(np.sqrt(np.mean(a[np.abs(a) > 0.01] ** 2)))  # noqa: E731
     first = speech_onset(user, rate, act(user))  # the first sample is speech: user0 is its DAC time
     user = user[first : int(USER_END_S * rate)]

@@ -15,7 +15,8 @@ does). A streamed WER above the one-shot one is lost by the decoding, not by the
 On 2026-12-03 this found the streamed decode losing "the" where the one-shot did not (16 trials: 0.089
 streamed, 0.016 one-shot; the live run 0.083): an utterance that began at the patch was decoded from the
 span's first sample. Since `PATCH_LEAD_S` the decoder gets silence before it (README: "The decode, not the audio").
-`--pace 0` feeds as fast as the worker takes (not chat's schedule: the figures differ).
+`--pace 0` feeds as fast as the worker takes (not chat's schedule: the figures differ). The streamed text
+is the trial's last utterance (the trial's audio starts with the reply; a trial that gave more is printed).
 """
 from __future__ import annotations
 
@@ -31,8 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 USER_SAYS = "It was the best of times, it was the worst of times."
 """What bench_barge_in.py's user says."""
-PRE_S = 0.3
-"""The span starts this long before the onset (`voxcli.audio.echo_mask.PRE_S`): the patch is announced there."""
 
 
 def streamer(engine, scorer):  # type: ignore[no-untyped-def]
@@ -54,14 +53,16 @@ def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | No
         return None
     fed, sizes = z["fed"], z["sizes"]
     at, audio, sent = int(z["patch_sample"]), z["patch_audio"], int(z["patch_at"])
-    onset = at + int(PRE_S * 16000)
+    from voxcli.audio.echo_mask import PRE_S
+
+    onset = at + int(PRE_S * 16000)  # the span starts PRE_S before the onset: the patch is announced there
     patched = fed.copy()
     patched[at : at + audio.size] = audio[: max(0, fed.size - at)]
     once = engine.text(patched[max(0, onset - 12800) : onset + 57600])
     s = streamer(engine, scorer)
     n, announced, done = 0, False, False
     for size in sizes:
-        s.send(fed[n : n + size])
+        s.send(fed[n : n + size], block=False)  # as chat's capture sends: drop-behind, never waits
         n += int(size)
         if not announced and n >= onset:
             s.expect_patch()
@@ -70,9 +71,12 @@ def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | No
             s.patch(at, audio)
             done = True
         if pace:
-            time.sleep(pace * size / 16000)
+            time.sleep(size / 16000 / pace)
     utterances = [u for u in s.finish(timeout=300).splitlines() if u.strip()]
-    return str(json.loads(str(z["row"])).get("user_text") or ""), once, utterances[-1] if utterances else ""
+    last = utterances[-1] if utterances else ""
+    if len(utterances) > 1:
+        print(f"{path.name}: {len(utterances)} utterances, the last scored: {utterances!r}")
+    return str(json.loads(str(z["row"])).get("user_text") or ""), once, last
 
 
 def main() -> None:

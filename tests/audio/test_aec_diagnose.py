@@ -28,7 +28,7 @@ RATE = 16000
 
 @pytest.fixture(scope="module")
 def user(speech_samples) -> np.ndarray:  # type: ignore[no-untyped-def]
-    return diagnose.user_clip(RATE)
+    return diagnose.user_clip(RATE, speech_samples["two_cities"])
 
 
 @pytest.mark.parametrize("lead_ms", [60, 220])

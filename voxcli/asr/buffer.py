@@ -17,16 +17,16 @@ from voxcli.errors import UsageError
 
 PATCH_JOIN_S: Final = 0.5
 """A patched span joins an utterance whose first speech frame comes this soon after it (`PatchedSpeech`)."""
-PATCH_LEAD_S: Final = 0.3
+PATCH_LEAD_S: Final = 0.5
 """Silence the decoder gets before an utterance that begins at a patched span (`ASRStreamer._decode`).
 
-Why: an utterance the VAD starts begins `pad_ms` before its first speech frame, on the quiet before
-the word; a patched span (chat's rebuilt first word, `voxcli.chat.first_word`) starts 0.3 s before a
-barge-in's onset and, between utterances, nothing before it is kept, so it was decoded from its first
-sample. Replayed through chat's streamer (benchmarks/replay_barge_in.py), one session's 16 barge-ins
-came out "It was best of times", "It's a best of times" (WER 0.089) where a one-shot decode of the
-same patched audio heard "the" (0.016); with this lead-in 0.026, and over three sessions (64) 0.060
-before, 0.051 after, 0.033 one-shot (README: "The decode, not the audio")."""
+Why: an utterance the VAD starts begins `pad_ms` (200 ms) of audio before its first speech frame, most often
+the quiet before the word; one that begins at a patched span (chat's rebuilt first word, `voxcli.chat.first_word`,
+0.3 s before a barge-in's onset) was decoded from the span's first sample. Replayed through chat's streamer
+(benchmarks/replay_barge_in.py), one session's 16 barge-ins came out "It was best of times", "It's a best of
+times" (WER 0.089) where a one-shot decode of the same patched audio heard "the" (0.016). Over three sessions
+(64): 0.060 before; 0.046 with 0.5 s (0.031, 0.045, 0.056 per session), 0.051 with 0.3 s (0.026, 0.062, 0.056:
+two of three sessions a little worse); one-shot 0.033 (README: "The decode, not the audio")."""
 PATCH_WAIT_S: Final = 1.5
 """An announced patch is waited for (no re-decode) until this much more audio was taken, at most (`announce`):
 chat's comes 0.24-0.84 s of audio after its announcement (its span after the pause, `echo_mask.TRAIL_S`), and

@@ -24,7 +24,7 @@ Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consume
 speed, bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST
 waiting audio past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard.
 `patch(sample, a)`: audio sent earlier, corrected since (the next decode sees it; `asr/buffer.py`); `expect_patch()`
-announces one.
+announces one. An utterance that begins at a patch is decoded after `PATCH_LEAD_S` of silence (not the batch decode).
 """
 from __future__ import annotations
 
@@ -389,7 +389,7 @@ class ASRStreamer:
         self.agreement.cut(segment)
         self.stats.cuts += 1
         self._emit(False)
-        self._utt_start = cut
+        self._utt_start, self._lead_at = cut, None  # the head with the lead-in was decoded and committed
         self._last_decode_at = max(self._last_decode_at, cut)
         self._b.commit(cut, self._ep.frame_index)
 
