@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 
+from tests.asr.chat_streamer import chat_streamer
 from voxcli.asr.buffer import PATCH_JOIN_S, PATCH_WAIT_S, WorkerBuffer
 from voxcli.asr.endpointer import VADConfig
 from voxcli.asr.inbox import AudioInbox, Patch
@@ -175,10 +176,7 @@ def _short_command(moonshine, vad_path, audio: np.ndarray, patch: tuple[int, np.
                    ) -> tuple[str, int]:
     """Chat's streamer settings, lockstep, fed at the worker's pace; `patch` sent once the endpoint was seen
     (announced once the samples up to `announce` were). Returns (transcript, samples sent when it was seen)."""
-    s = ASRStreamer(moonshine, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
-    ended = threading.Event()
-    s.subscribe(lambda ev: ended.set() if getattr(ev, "kind", None) == "end" else None)
-    threading.Thread(target=lambda: list(s.captions), daemon=True).start()
+    s, ended = chat_streamer(moonshine, vad_path, "end")
     seen = None
     for i in range(0, audio.size, 512):
         s.send(audio[i : i + 512])

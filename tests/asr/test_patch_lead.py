@@ -7,15 +7,13 @@ decoder now gets the silence a VAD-started utterance has before its first word; 
 """
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
+from tests.asr.chat_streamer import chat_streamer
 from voxcli.asr.buffer import PATCH_LEAD_S
-from voxcli.asr.streamer import ASRStreamer
 from voxcli.audio.files import read_audio
-from voxcli.runtimes.silero_vad import SileroVAD
 
 SR = 16000
 LEAD = int(PATCH_LEAD_S * SR)
@@ -40,10 +38,7 @@ def _run(model: Recorded, vad_path, audio: np.ndarray, patch: tuple[int, np.ndar
          on_start: bool = False) -> str:
     """Chat's streamer settings, lockstep; `patch` sent once the samples up to `after` were (`on_start`: once
     the VAD started the utterance, the worker kept up with what was sent)."""
-    s = ASRStreamer(model, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
-    started = threading.Event()
-    s.subscribe(lambda ev: started.set() if getattr(ev, "kind", None) == "start" else None)
-    threading.Thread(target=lambda: list(s.captions), daemon=True).start()
+    s, started = chat_streamer(model, vad_path, "start")
     sent = False
     for i in range(0, audio.size, 512):
         s.send(audio[i : i + 512])
