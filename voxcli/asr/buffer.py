@@ -26,7 +26,8 @@ the quiet before the word; one that begins at a patched span (chat's rebuilt fir
 (benchmarks/replay_barge_in.py), one session's 16 barge-ins came out "It was best of times", "It's a best of
 times" (WER 0.089) where a one-shot decode of the same patched audio heard "the" (0.016). Over three sessions
 (64): 0.060 before; 0.046 with 0.5 s (0.031, 0.045, 0.056 per session), 0.051 with 0.3 s (0.026, 0.062, 0.056:
-two of three sessions a little worse); one-shot 0.033 (README: "The decode, not the audio")."""
+two of three sessions a little worse); one-shot 0.033. A fourth session: 0.080 before, 0.111 with 0.5 s: over
+the 88, 0.065 against 0.063, no gain shown (README: "The decode, not the audio")."""
 PATCH_WAIT_S: Final = 1.5
 """An announced patch is waited for (no re-decode) until this much more audio was taken, at most (`announce`):
 chat's comes 0.24-0.84 s of audio after its announcement (its span after the pause, `echo_mask.TRAIL_S`), and
