@@ -35,15 +35,11 @@ USER_SAYS = "It was the best of times, it was the worst of times."
 
 
 def streamer(engine, scorer):  # type: ignore[no-untyped-def]
-    """A fresh streamer as `voxcli.chat.models.open_chat_models` makes it (the shared VAD, the endpoint)."""
-    from voxcli.asr.endpointer import VADConfig
-    from voxcli.asr.streamer import ASRStreamer
-    from voxcli.chat.models import HOLD_FROM
+    """A fresh streamer as `voxcli chat` makes it (`chat_streamer`, on a shared VAD)."""
+    from voxcli.chat.models import chat_streamer
     from voxcli.chat.shared_vad import SharedVAD
-    from voxcli.config import DEFAULT_ENDPOINT_MS
 
-    return ASRStreamer(engine, SharedVAD(scorer), vad_config=VADConfig(endpoint_ms=DEFAULT_ENDPOINT_MS),
-                       hold_from=HOLD_FROM, tail_from_speech=HOLD_FROM == "speech")
+    return chat_streamer(engine, SharedVAD(scorer))
 
 
 def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | None:  # type: ignore[no-untyped-def]

@@ -115,6 +115,16 @@ HOLD_FROM: Final = "speech"
 """Where chat's streamer counts the endpoint hold from: the last speech sample (`ASRStreamer.hold_from`)."""
 
 
+def chat_streamer(engine: Any, vad: Any, endpoint_ms: float = DEFAULT_ENDPOINT_MS,
+                  hold_from: str = HOLD_FROM) -> Any:
+    """Chat's ASRStreamer on `engine` and `vad` (the shared one): also what benchmarks replay chat's decode with."""
+    from voxcli.asr.endpointer import VADConfig
+    from voxcli.asr.streamer import ASRStreamer
+
+    return ASRStreamer(engine, vad, vad_config=VADConfig(endpoint_ms=endpoint_ms), hold_from=hold_from,
+                       tail_from_speech=hold_from == "speech")
+
+
 def open_chat_models(
     *,
     url: str | None = None,
@@ -139,9 +149,7 @@ def open_chat_models(
     `llm_options` go to `voxcli.llm.open_llm` as they are (api_key_env, max_tokens,
     first_token_timeout, ...).
     """
-    from voxcli.asr.endpointer import VADConfig
     from voxcli.asr.models import chat_asr, load_asr
-    from voxcli.asr.streamer import ASRStreamer
     from voxcli.chat.shared_vad import SharedVAD
     from voxcli.llm import LOCAL, open_llm
     from voxcli.tts.streamer import load_voice
@@ -168,6 +176,5 @@ def open_chat_models(
     # the hold counts from the last speech sample (not Silero's later silence frame): the agent times
     # its turns from this streamer's own endpoint (UtteranceEdge), so nothing else has to agree with it
     # (and so does the final's end pad: the speculative final, and the reply started on it, come sooner)
-    asr = ASRStreamer(engine, vad, vad_config=VADConfig(endpoint_ms=endpoint_ms), hold_from=hold_from,
-                      tail_from_speech=hold_from == "speech")
+    asr = chat_streamer(engine, vad, endpoint_ms, hold_from)
     return ChatModels(llm=llm, voice=voice_obj, asr=asr, vad=vad, budget=budget, turn_detector=detector)
