@@ -34,16 +34,19 @@ USER_SAYS = "It was the best of times, it was the worst of times."
 """What bench_barge_in.py's user says."""
 
 
-def streamer(engine, scorer):  # type: ignore[no-untyped-def]
+def streamer(engine, scorer, lockstep: bool = False):  # type: ignore[no-untyped-def]
     """A fresh streamer as `voxcli chat` makes it (`chat_streamer`, on a shared VAD)."""
     from voxcli.chat.models import chat_streamer
     from voxcli.chat.shared_vad import SharedVAD
 
-    return chat_streamer(engine, SharedVAD(scorer))
+    return chat_streamer(engine, SharedVAD(scorer), lockstep=lockstep)
 
 
-def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | None:  # type: ignore[no-untyped-def]
-    """(live text, one-shot text, streamed text: its last utterance) of one saved trial; None without a patch."""
+def replay(path: Path, engine, scorer, pace: float,  # type: ignore[no-untyped-def]
+           lockstep: bool = False) -> tuple[str, str, str] | None:
+    """(live text, one-shot text, streamed text: its last utterance) of one saved trial; None without a patch.
+
+    `lockstep`: a re-decode at every step, unpaced (`ASRStreamer(lockstep=True)`): the same words each run."""
     z = np.load(path)
     if "patch_audio" not in z.files:
         return None
@@ -55,10 +58,10 @@ def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | No
     patched = fed.copy()
     patched[at : at + audio.size] = audio[: max(0, fed.size - at)]
     once = engine.text(patched[max(0, onset - 12800) : onset + 57600])
-    s = streamer(engine, scorer)
+    s = streamer(engine, scorer, lockstep)
     n, announced, done = 0, False, False
     for size in sizes:
-        s.send(fed[n : n + size], block=False)  # as chat's capture sends: drop-behind, never waits
+        s.send(fed[n : n + size], block=lockstep)  # as chat's capture sends: drop-behind, never waits
         n += int(size)
         if not announced and n >= onset:
             s.expect_patch()
@@ -66,7 +69,7 @@ def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | No
         if announced and not done and n >= sent:
             s.patch(at, audio)
             done = True
-        if pace:
+        if pace and not lockstep:
             time.sleep(size / 16000 / pace)
     utterances = [u for u in s.finish(timeout=300).splitlines() if u.strip()]
     last = utterances[-1] if utterances else ""
@@ -77,12 +80,16 @@ def replay(path: Path, engine, scorer, pace: float) -> tuple[str, str, str] | No
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("saved", help="a directory written by bench_barge_in.py --save (trialNN.npz)")
+    ap.add_argument("saved", nargs="+", help="directories written by bench_barge_in.py --save (trialNN.npz)")
     ap.add_argument("--pace", type=float, default=1.0, help="feed at this multiple of real time (0: unpaced)")
+    ap.add_argument("--lockstep", action="store_true",
+                    help="re-decode at every step, unpaced: deterministic (an idle machine's decodes), minutes faster")
     args = ap.parse_args()
-    trials = sorted(Path(args.saved).glob("trial*.npz"))
-    if not trials:
-        raise SystemExit(f"no saved trials in {args.saved}: run bench_barge_in.py ... --save {args.saved}")
+    trials = []
+    for saved in args.saved:
+        if not (found := sorted(Path(saved).glob("trial*.npz"))):
+            raise SystemExit(f"no saved trials in {saved}: run bench_barge_in.py ... --save {saved}")
+        trials += found
     from voxcli.asr.models import chat_asr, load_asr
     from voxcli.bench.wer import word_errors
     from voxcli.chat.models import thread_budget
@@ -90,13 +97,14 @@ def main() -> None:
     engine, scorer = load_asr(chat_asr(), offline=True, threads=thread_budget(local_llm=True).asr)
     errors: dict[str, list] = {"live": [], "one-shot": [], "streamed": []}
     for path in trials:
-        got = replay(path, engine, scorer, args.pace)
+        got = replay(path, engine, scorer, args.pace, args.lockstep)
         if got is None:
-            print(f"{path.name}: no patch (not replayed)")
+            print(f"{path}: no patch (not replayed)")
             continue
         for name, text in zip(errors, got):
             errors[name].append(word_errors(USER_SAYS, text))
-        print(f"{path.name}  live: {got[0]!r}\n             one-shot: {got[1]!r}\n             streamed: {got[2]!r}")
+        pad = " " * 13
+        print(f"{path.parent.name}/{path.name}  live: {got[0]!r}\n{pad}one-shot: {got[1]!r}\n{pad}streamed: {got[2]!r}")
     for name, errs in errors.items():
         if errs:
             print(f"{name}: WER {sum(errs[1:], errs[0]).rate:.3f} over {len(errs)} barge-ins")

@@ -8,11 +8,12 @@ from voxcli.asr.streamer import ASRStreamer
 from voxcli.runtimes.silero_vad import SileroVAD
 
 
-def chat_streamer(model: Any, vad_path: Any, edge: str) -> tuple[ASRStreamer, threading.Event]:
+def chat_streamer(model: Any, vad_path: Any, edge: str,
+                  captions: list | None = None) -> tuple[ASRStreamer, threading.Event]:
     """A streamer as chat makes it (hold from the speech), lockstep (deterministic), whose captions a thread
-    drains; the event is set at the first `edge` ("start" or "end") of an utterance."""
+    drains (into `captions` when given); the event is set at the first `edge` ("start" or "end") of an utterance."""
     s = ASRStreamer(model, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
     seen = threading.Event()
     s.subscribe(lambda ev: seen.set() if getattr(ev, "kind", None) == edge else None)
-    threading.Thread(target=lambda: list(s.captions), daemon=True).start()
+    threading.Thread(target=lambda: (captions if captions is not None else []).extend(s.captions), daemon=True).start()
     return s, seen

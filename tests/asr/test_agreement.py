@@ -172,3 +172,17 @@ def test_a_model_that_keeps_the_clitic_cannot_stall_the_captions() -> None:
     assert la.update(keeps) == [] and la.update("We all".split()) == []  # the run of skips is broken...
     assert [la.update(keeps) for _ in range(CLITIC_SKIPS)] == [[]] * CLITIC_SKIPS  # ...so it counts again
     assert la.stable == ["We"]
+
+
+def test_a_shown_hypothesis_commits_nothing_and_does_not_count_toward_an_agreement() -> None:
+    """`show` (a patched utterance's short decodes): volatile only; the next two decodes must agree by themselves."""
+    la = LocalAgreement(2)
+    la.show("It was a".split())
+    la.show("It was a best of".split())
+    assert la.stable == [] and la.volatile_text == "It was a best of"
+    la.update("It was the best of times".split())  # with the shown ones, "It was" (or "It was a") would commit
+    assert la.stable == [] and la.volatile_text == "It was the best of times"
+    la.update("It was the best of times, it".split())
+    assert la.stable_text == "It was the best of times," and la.volatile_text == "it"
+    la.show("It was the best of times, it was".split())  # after stable words: aligned to them, still nothing new
+    assert la.stable_text == "It was the best of times," and la.volatile_text == "it was"

@@ -35,10 +35,10 @@ class Recorded:
 
 
 def _run(model: Recorded, vad_path, audio: np.ndarray, patch: tuple[int, np.ndarray] | None, after: int,
-         on_start: bool = False) -> str:
+         on_start: bool = False, captions: list | None = None) -> str:
     """Chat's streamer settings, lockstep; `patch` sent once the samples up to `after` were (`on_start`: once
-    the VAD started the utterance, the worker kept up with what was sent)."""
-    s, started = chat_streamer(model, vad_path, "start")
+    the VAD started the utterance, the worker kept up with what was sent); its captions into `captions`."""
+    s, started = chat_streamer(model, vad_path, "start", captions)
     sent = False
     for i in range(0, audio.size, 512):
         s.send(audio[i : i + 512])

@@ -191,6 +191,13 @@ class LocalAgreement:
         self.volatile = tails[-1][len(new) :]
         return new
 
+    def show(self, hyp: list[str]) -> None:
+        """Show a hypothesis as volatile words only: nothing of it commits, nor counts toward the next agreement.
+
+        For decodes the streamer does not trust yet (a patched utterance's first `PATCH_COMMIT_S`): two short
+        decodes agreeing on a guessed word would lock it in, where the whole utterance decoded hears it right."""
+        self.volatile = self._tail(hyp)
+
     def _continues_stable(self, hyp: list[str]) -> bool:
         """Is `hyp`'s word at the end of the stable words the last of them plus a clitic ("We" -> "We're")?
 

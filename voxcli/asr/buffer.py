@@ -27,7 +27,20 @@ the quiet before the word; one that begins at a patched span (chat's rebuilt fir
 times" (WER 0.089) where a one-shot decode of the same patched audio heard "the" (0.016). Over three sessions
 (64): 0.060 before; 0.046 with 0.5 s (0.031, 0.045, 0.056 per session), 0.051 with 0.3 s (0.026, 0.062, 0.056:
 two of three sessions a little worse); one-shot 0.033. A fourth session: 0.080 before, 0.111 with 0.5 s: over
-the 88, 0.065 against 0.063, no gain shown (README: "The decode, not the audio")."""
+the 88, 0.065 against 0.063, no gain shown (README: "The decode, not the audio"). Those early commits hid
+it: with `PATCH_COMMIT_S` in place (lockstep, the 88, no drafts), 0.076 without the lead-in, 0.056 with 0.5 s.
+Its length is noise past that: committing nothing before the final, 0.3/0.5/0.8/1.0/1.5/2.0 s gave
+0.046/0.053/0.065/0.040/0.047/0.047 (a near-tie "the" flips); 0.5 s kept, not the best draw."""
+PATCH_COMMIT_S: Final = 2.0
+"""An utterance that begins at a patched span commits no stable word before it holds this much audio
+(`LocalAgreement.show`): its decodes until then are shown, volatile, and do not count toward an agreement.
+
+Why: two short decodes agreeing on a guessed first word locked it in. Replayed in lockstep
+(`benchmarks/replay_barge_in.py --lockstep`) over 88 saved barge-ins, the 1.3 and 1.8 s decodes
+both said "It was a best of times" and the ratchet kept "a" where the final, unforced, heard "the".
+Over those 88: WER 0.062 committing at once (and with 1.0 s), 0.052 with 1.5 s, 0.054 with 2.0 and 3.0 s,
+0.053 committing nothing before the final; one-shot 0.044. 2.0 s: past the knee, with a margin. Only the
+caption's stable part waits: the barge-in and chat's warm-up read stable and volatile words alike."""
 PATCH_WAIT_S: Final = 1.5
 """An announced patch is waited for (no re-decode) until this much more audio was taken, at most (`announce`):
 chat's comes 0.24-0.84 s of audio after its announcement (its span after the pause, `echo_mask.TRAIL_S`), and

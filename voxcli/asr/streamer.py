@@ -24,7 +24,8 @@ Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consume
 speed, bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST
 waiting audio past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard.
 `patch(sample, a)`: audio sent earlier, corrected since (the next decode sees it; `asr/buffer.py`); `expect_patch()`
-announces one. An utterance that begins at a patch is decoded after `PATCH_LEAD_S` of silence (not the batch decode).
+announces one. An utterance that begins at a patch is decoded after `PATCH_LEAD_S` of silence (not the batch decode)
+and commits no word before `PATCH_COMMIT_S` of its audio.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from typing import Iterator, Literal, Protocol
 import numpy as np
 
 from voxcli.asr.agreement import LocalAgreement
-from voxcli.asr.buffer import PATCH_LEAD_S, WorkerBuffer
+from voxcli.asr.buffer import PATCH_COMMIT_S, PATCH_LEAD_S, WorkerBuffer
 from voxcli.asr.drafting import OnsetDraft
 from voxcli.asr.inbox import AudioInbox, Patch
 from voxcli.asr.speculation import Speculation, Speculator, Subscriber
@@ -299,7 +300,10 @@ class ASRStreamer:
         assert self._utt_start is not None
         words = self._decode(self._utt_start, self._buf_end)
         self._last_decode_at = self._buf_end
-        self.agreement.update(words)
+        if self._lead_at is not None and self._buf_end - self._utt_start < PATCH_COMMIT_S * SAMPLE_RATE:
+            self.agreement.show(words)  # too short to trust its guess of the patched first words
+        else:
+            self.agreement.update(words)
         self._emit(False)
 
     def _speculate(self) -> None:

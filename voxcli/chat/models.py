@@ -116,13 +116,14 @@ HOLD_FROM: Final = "speech"
 
 
 def chat_streamer(engine: Any, vad: Any, endpoint_ms: float = DEFAULT_ENDPOINT_MS,
-                  hold_from: str = HOLD_FROM) -> Any:
-    """Chat's ASRStreamer on `engine` and `vad` (the shared one): also what benchmarks replay chat's decode with."""
+                  hold_from: str = HOLD_FROM, lockstep: bool = False) -> Any:
+    """Chat's ASRStreamer on `engine` and `vad` (the shared one): also what benchmarks replay chat's decode with
+    (`lockstep`: theirs, deterministic; chat's own is paced by the microphone)."""
     from voxcli.asr.endpointer import VADConfig
     from voxcli.asr.streamer import ASRStreamer
 
     return ASRStreamer(engine, vad, vad_config=VADConfig(endpoint_ms=endpoint_ms), hold_from=hold_from,
-                       tail_from_speech=hold_from == "speech")
+                       tail_from_speech=hold_from == "speech", lockstep=lockstep)
 
 
 def open_chat_models(
