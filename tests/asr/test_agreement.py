@@ -147,6 +147,19 @@ def test_a_final_written_differently_does_not_line_up_and_one_that_extends_or_re
     assert LocalAgreement(1).lines_up(["anything"]) and LocalAgreement(2).lines_up(["nothing", "shown"])
 
 
+def test_a_final_that_says_the_stable_words_again_later_does_not_line_up_there() -> None:
+    """A replayed barge-in: "It was" shown, the unforced final heard the start otherwise and said "it was" again
+    seven words in; placed there, "the best of times" was lost. The streamer decodes again, forced."""
+    la = LocalAgreement(2)
+    la.update("It was just the best".split())
+    la.update("It was as best of times".split())
+    assert la.stable_text == "It was"
+    final = "The words of the best of times, it was the worst of times.".split()
+    assert not align_end(la.stable, final).anchored and not la.lines_up(final)
+    assert la.lines_up("It was the best of times, it was the worst of times.".split())  # extends
+    assert la.lines_up("And it was the best of times, it was the worst of times.".split())  # one word before
+
+
 def test_a_hypothesis_that_goes_on_inside_the_last_stable_word_commits_nothing() -> None:
     la, _ = run(["We work.", "We are all going to act."])
     assert la.stable == ["We"]

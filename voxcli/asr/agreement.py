@@ -71,9 +71,11 @@ class EndMatch(NamedTuple):
     used: int
     """Hypothesis words used: the hypothesis goes on after these."""
     anchored: bool
-    """A run of ANCHOR_RUN words matches near the end of the stable words. False: no anchor, the end
-    is a guess from pairing leftover words one by one (wrong when the hypothesis wrote the speech
-    differently: "1 2 3" -> "1-2-3")."""
+    """A run of ANCHOR_RUN words matches near the end of the stable words, and at about their place in the
+    hypothesis (at most ANCHOR_WINDOW words earlier or later). False: no anchor, the end is a guess from
+    pairing leftover words one by one (wrong when the hypothesis wrote the speech differently: "1 2 3" ->
+    "1-2-3"), or the run matched words said again later ("It was" shown, a final "The words of the best of
+    times, it was the worst of times": placed after its second "it was", six words were lost)."""
 
 
 def align_end(done: list[str], hyp: list[str]) -> EndMatch:
@@ -89,7 +91,8 @@ def align_end(done: list[str], hyp: list[str]) -> EndMatch:
     if not blocks:
         k = min(len(a), len(b))
         return EndMatch(k, k, False)
-    anchored = any(m.size >= ANCHOR_RUN and m.a + m.size >= len(a) - ANCHOR_WINDOW for m in blocks)
+    anchored = any(m.size >= ANCHOR_RUN and m.a + m.size >= len(a) - ANCHOR_WINDOW and abs(m.b - m.a) <= ANCHOR_WINDOW
+                   for m in blocks)
     last = blocks[-1]
     ai, bj = last.a + last.size, last.b + last.size
     skip = min(len(a) - ai, len(b) - bj)
