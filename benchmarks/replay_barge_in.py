@@ -15,6 +15,9 @@ does). A streamed WER above the one-shot one is lost by the decoding, not by the
 On 2026-12-03 this found the streamed decode losing "the" where the one-shot did not (16 trials: 0.089
 streamed, 0.016 one-shot; the live run 0.083): an utterance that began at the patch was decoded from the
 span's first sample. Since `PATCH_LEAD_S` the decoder gets silence before it (README: "The decode, not the audio").
+With `--lockstep` (a re-decode at every step: the same words each run) it then found a barge-in's short first
+decodes committing a guessed "a" the final did not hear (`PATCH_COMMIT_S`: 0.062 -> 0.054 over 88), and a
+paced replay found six words lost to a final anchored on its second "it was" (`align_end`).
 `--pace 0` feeds as fast as the worker takes (not chat's schedule: the figures differ). The streamed text
 is the trial's last utterance (the trial's audio starts with the reply; a trial that gave more is printed).
 """
@@ -61,7 +64,7 @@ def replay(path: Path, engine, scorer, pace: float,  # type: ignore[no-untyped-d
     s = streamer(engine, scorer, lockstep)
     n, announced, done = 0, False, False
     for size in sizes:
-        s.send(fed[n : n + size], block=lockstep)  # as chat's capture sends: drop-behind, never waits
+        s.send(fed[n : n + size], block=lockstep)  # paced as chat's capture sends: drop-behind, never waits
         n += int(size)
         if not announced and n >= onset:
             s.expect_patch()
@@ -103,7 +106,7 @@ def main() -> None:
             continue
         for name, text in zip(errors, got):
             errors[name].append(word_errors(USER_SAYS, text))
-        pad = " " * 13
+        pad = " " * (len(path.parent.name) + len(path.name) + 3)
         print(f"{path.parent.name}/{path.name}  live: {got[0]!r}\n{pad}one-shot: {got[1]!r}\n{pad}streamed: {got[2]!r}")
     for name, errs in errors.items():
         if errs:

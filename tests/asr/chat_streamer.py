@@ -11,9 +11,17 @@ from voxcli.runtimes.silero_vad import SileroVAD
 def chat_streamer(model: Any, vad_path: Any, edge: str,
                   captions: list | None = None) -> tuple[ASRStreamer, threading.Event]:
     """A streamer as chat makes it (hold from the speech), lockstep (deterministic), whose captions a thread
-    drains (into `captions` when given); the event is set at the first `edge` ("start" or "end") of an utterance."""
+    drains (into `captions` when given, then None once they ended); the event is set at the first `edge` ("start"
+    or "end") of an utterance."""
     s = ASRStreamer(model, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
     seen = threading.Event()
     s.subscribe(lambda ev: seen.set() if getattr(ev, "kind", None) == edge else None)
-    threading.Thread(target=lambda: (captions if captions is not None else []).extend(s.captions), daemon=True).start()
+    def drain() -> None:
+        for c in s.captions:
+            if captions is not None:
+                captions.append(c)
+        if captions is not None:
+            captions.append(None)
+
+    threading.Thread(target=drain, daemon=True).start()
     return s, seen

@@ -57,7 +57,9 @@ def _norm(words: list[str]) -> list[str]:
 ANCHOR_RUN: Final = 2
 """Words in a row that must match for `align_end` to have found where the stable words end."""
 ANCHOR_WINDOW: Final = 4
-"""That run must end at most this many words before the end of the stable words."""
+"""That run must end at most this many words before the end of the stable words, and stand at most this many
+words (plus one per four stable words before it: a long final may write a few words differently) from its
+place among them."""
 CLITIC_SKIPS: Final = 2
 """Hypotheses in a row that `update` may skip for going on inside the last stable word ("We" -> "We're");
 the next one commits as usual, so a model that keeps the clitic cannot stall the captions until the final."""
@@ -72,7 +74,7 @@ class EndMatch(NamedTuple):
     """Hypothesis words used: the hypothesis goes on after these."""
     anchored: bool
     """A run of ANCHOR_RUN words matches near the end of the stable words, and at about their place in the
-    hypothesis (at most ANCHOR_WINDOW words earlier or later). False: no anchor, the end is a guess from
+    hypothesis (`ANCHOR_WINDOW`). False: no anchor, the end is a guess from
     pairing leftover words one by one (wrong when the hypothesis wrote the speech differently: "1 2 3" ->
     "1-2-3"), or the run matched words said again later ("It was" shown, a final "The words of the best of
     times, it was the worst of times": placed after its second "it was", six words were lost)."""
@@ -91,8 +93,8 @@ def align_end(done: list[str], hyp: list[str]) -> EndMatch:
     if not blocks:
         k = min(len(a), len(b))
         return EndMatch(k, k, False)
-    anchored = any(m.size >= ANCHOR_RUN and m.a + m.size >= len(a) - ANCHOR_WINDOW and abs(m.b - m.a) <= ANCHOR_WINDOW
-                   for m in blocks)
+    anchored = any(m.size >= ANCHOR_RUN and m.a + m.size >= len(a) - ANCHOR_WINDOW
+                   and abs(m.b - m.a) <= ANCHOR_WINDOW + m.a // 4 for m in blocks)
     last = blocks[-1]
     ai, bj = last.a + last.size, last.b + last.size
     skip = min(len(a) - ai, len(b) - bj)
@@ -199,6 +201,8 @@ class LocalAgreement:
 
         For decodes the streamer does not trust yet (a patched utterance's first `PATCH_COMMIT_S`): two short
         decodes agreeing on a guessed word would lock it in, where the whole utterance decoded hears it right."""
+        self._history.clear()  # the next hypotheses agree among themselves, not with one shown
+        self._skipped = 0
         self.volatile = self._tail(hyp)
 
     def _continues_stable(self, hyp: list[str]) -> bool:
@@ -260,9 +264,10 @@ class LocalAgreement:
         """Can `finalize` place an unforced final after the shown stable words?
 
         Yes when it extends them, or when `align_end` finds an anchor (two words in a row that
-        match, ending near the end of the stable words). Otherwise the decode wrote the same speech
-        differently ("one two three" -> "1-2-3", one word): pairing words one by one would
-        drop what was said after, so the streamer decodes again, forced with the shown words.
+        match, ending near the end of the stable words, at about their place). Otherwise the decode wrote
+        the same speech differently ("one two three" -> "1-2-3", one word), or its match is the stable
+        words said again later: pairing words one by one would drop what was said after (or before), so
+        the streamer decodes again, forced with the shown words.
         """
         return self._extends(final) or align_end(self.stable[self.frozen :], final).anchored
 

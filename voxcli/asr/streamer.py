@@ -23,10 +23,8 @@ Two rules keep it real time over hours:
 Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consumed at the worker's
 speed, bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST
 waiting audio past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard.
-`patch(sample, a)`: audio sent earlier, corrected since (the next decode sees it; `asr/buffer.py`); `expect_patch()`
-announces one. An utterance that begins at a patch is decoded after `PATCH_LEAD_S` of silence (not the batch decode)
-and commits no word before `PATCH_COMMIT_S` of its audio.
-"""
+`patch(sample, a)`: audio sent earlier, corrected since (`asr/buffer.py`); `expect_patch()` announces one. An
+utterance that begins at a patch is decoded after `PATCH_LEAD_S` of silence and commits after `PATCH_COMMIT_S`."""
 from __future__ import annotations
 
 import queue
@@ -240,6 +238,7 @@ class ASRStreamer:
         start = self._b.utterance_start(self._utt_start, self._utt_start)  # a running utterance takes it now
         if not self.agreement.stable and start != self._utt_start:  # its stable words stay first
             self._utt_start = self._lead_at = start
+            self.agreement.reset()  # its hypotheses were of the audio the patch replaced
 
     def _ingest(self, chunk: np.ndarray) -> None:
         chunk = self._b.append(chunk)
@@ -300,11 +299,13 @@ class ASRStreamer:
         assert self._utt_start is not None
         words = self._decode(self._utt_start, self._buf_end)
         self._last_decode_at = self._buf_end
-        if self._lead_at is not None and self._buf_end - self._utt_start < PATCH_COMMIT_S * SAMPLE_RATE:
-            self.agreement.show(words)  # too short to trust its guess of the patched first words
-        else:
-            self.agreement.update(words)
+        self._hear(words)
         self._emit(False)
+
+    def _hear(self, words: list[str]) -> None:
+        """A hypothesis for the captions; one of a patched utterance shorter than `PATCH_COMMIT_S` is only shown."""
+        short = self._lead_at is not None and self._buf_end - self._utt_start < PATCH_COMMIT_S * SAMPLE_RATE
+        (self.agreement.show if short else self.agreement.update)(words)
 
     def _speculate(self) -> None:
         """Each VAD frame inside an utterance: drop a stale speculation; start one once the pad is heard."""
@@ -329,7 +330,7 @@ class ASRStreamer:
                         tuple(frozen), tuple(words), " ".join([*frozen, *words]), speech_end),
             t_audio=self._heard_s, t_emit=self._elapsed())
         # It is also this step's hypothesis: the captions go on while the hold counts.
-        self.agreement.update(words)
+        self._hear(words)
         self._emit(False)
 
     def _speech_end(self, onset: int) -> int:
