@@ -390,6 +390,8 @@ def main() -> None:
     ap.add_argument("--room", type=float, nargs="?", const=0.3, default=None, metavar="TAIL",
                     help="the echo through a room (room_relay.py); TAIL: its reverberation's level (aec_room.Room)")
     args = ap.parse_args()
+    if args.save:  # made before the session: a missing directory lost a 6-minute run at its first trial
+        Path(args.save).mkdir(parents=True, exist_ok=True)
     sinks = Sinks(room=None if args.room is None else Room(delay_s=0.0, tail=args.room))
     try:
         rows = session(args, sinks)
