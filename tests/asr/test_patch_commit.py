@@ -7,22 +7,11 @@ Its short decodes are now shown as volatile words only; a plain utterance commit
 """
 from __future__ import annotations
 
-import time
-
-from tests.asr.test_patch_lead import SR, Recorded, _covered, _run
+from tests.asr.chat_streamer import SR, Recorded, covered_clip, ended, run_patched
 from voxcli.asr import streamer
 from voxcli.asr.buffer import PATCH_COMMIT_S
 from voxcli.config import DEFAULT_STEP_MS
 from voxcli.events import Caption
-
-
-def _wait_final(captions: list) -> list[Caption]:
-    """The captions, once the draining thread has taken the last one (`finish` has returned: it ends soon)."""
-    deadline = time.monotonic() + 30
-    while not (captions and captions[-1] is None):
-        assert time.monotonic() < deadline, "the captions did not end"
-        time.sleep(0.01)
-    return captions[:-1]
 
 
 def _first_stable_at(captions: list[Caption]) -> float:
@@ -32,12 +21,12 @@ def _first_stable_at(captions: list[Caption]) -> float:
 
 def _patched_run(moonshine, vad_path, speech_samples) -> tuple[float, list[Caption], str]:
     """The patch lands before the VAD starts the utterance (it joins the patch); (span start s, captions, text)."""
-    audio, covered, lo, hi = _covered(speech_samples)
+    audio, covered, lo, hi = covered_clip(speech_samples)
     start = lo - int(0.3 * SR)  # chat's span: 0.3 s before the onset, rebuilt up to after the pause
     caps: list[Caption] = []
-    text = _run(Recorded(moonshine), vad_path, covered, (start, audio[start : hi + 3200]), after=hi + 3200,
-                captions=caps)
-    return start / SR, _wait_final(caps), text
+    text = run_patched(Recorded(moonshine), vad_path, covered, (start, audio[start : hi + 3200]), after=hi + 3200,
+                       captions=caps)
+    return start / SR, ended(caps), text
 
 
 def test_a_patched_utterance_shows_its_short_decodes_as_volatile_then_commits(
@@ -60,9 +49,9 @@ def test_a_patched_utterance_shows_its_short_decodes_as_volatile_then_commits(
 
 def test_a_plain_utterance_commits_without_waiting(moonshine, vad_path, speech_samples, monkeypatch) -> None:
     """The rule is the patched utterance's only: with it made longer than the clip, a plain one still commits."""
-    audio, *_ = _covered(speech_samples)
+    audio, *_ = covered_clip(speech_samples)
     monkeypatch.setattr(streamer, "PATCH_COMMIT_S", 60.0)
     caps: list[Caption] = []
-    _run(Recorded(moonshine), vad_path, audio, None, after=0, captions=caps)
-    caps = _wait_final(caps)
+    run_patched(Recorded(moonshine), vad_path, audio, None, after=0, captions=caps)
+    caps = ended(caps)
     assert _first_stable_at(caps) < caps[-1].t_audio
