@@ -6,6 +6,7 @@
     python benchmarks/aec_session.py replay S.npz --no-gate                       # without the residual gate
     python benchmarks/aec_session.py words T.npz                                  # T: recorded with --trials
     python benchmarks/aec_session.py tail S.npz                                   # the echo's tail the fit leaves
+    python benchmarks/aec_session.py onsets T.npz S.npz --self S.npz --share 0.1  # the detector's onsets
 
 Why: the ERLE of one reply through the room fixture swings by 10-20 dB from run
 to run (the relay's queue, the sound server's skips, the load), so two versions
@@ -39,12 +40,23 @@ the span at the output's own numbering of the mask's (input) samples, so its
 start skips 8 ms and the join at its end plays 8 ms twice. `--place blank`
 silences the span instead. Seven sessions, 80 barge-ins (2026-12-02/03): WER
 0.057 as chat places it, 0.092 seamless, 0.246 blank.
+
+`onsets` replays the double-talk detector over sessions recorded with
+`--trials` (and, after `--self`, with `--self-turns`: nobody talks there) and
+says how soon after the user's first sample in the microphone each barge-in's
+first onset came, and how many onsets came with no user talking, per minute
+of reply; `--share` sets `doubletalk.SHARE` for the run. Over 13 sessions (192
+barge-ins, 2026-12-02/03) and 4 of self-turns (2026-12-03, one half under two
+busy loops), 19.5 min of reply: SHARE 0.2, p50/p90 64/223 ms, 36 later than
+150 ms; 0.1: 59/82 ms, 17; 2 onsets with no user either way.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -55,10 +67,12 @@ sys.path.insert(0, str(HERE))
 import aec_diagnose  # noqa: E402 - next to this file
 
 
-def record(out: str, bench_args: list[str]) -> None:
+@contextlib.contextmanager
+def recording(events: list[tuple]) -> Iterator[None]:
+    """Within it, every `ReferenceTimeline.tap` and `EchoCanceller.process` call is appended to `events`
+    ("tap", block, t, rate, 0) / ("cap", block, t, rate, the timeline's t0), in the order they came."""
     from voxcli.audio import aec, aec_ref
 
-    events: list[tuple] = []  # ("tap", block, t, rate) / ("cap", block, t, rate, t0)
     tap, process = aec_ref.ReferenceTimeline.tap, aec.EchoCanceller.process
 
     def tapped(self, played, t_play, device_rate):  # type: ignore[no-untyped-def]
@@ -70,19 +84,33 @@ def record(out: str, bench_args: list[str]) -> None:
         events.append(("cap", np.array(block, np.float32), t, self.rate, self.reference.t0))
         return process(self, block, t_capture)
 
-    aec_ref.ReferenceTimeline.tap, aec.EchoCanceller.process = tapped, processed
-    import bench_barge_in
-
-    sys.argv = ["bench_barge_in.py", *bench_args]
+    aec_ref.ReferenceTimeline.tap, aec.EchoCanceller.process = tapped, processed  # type: ignore[method-assign]
     try:
-        bench_barge_in.main()
+        yield
     finally:
-        kinds = np.array([e[0] == "cap" for e in events])
-        sizes = np.array([e[1].size for e in events])
-        np.savez_compressed(out, cap=kinds, sizes=sizes, audio=np.concatenate([e[1] for e in events] or [np.zeros(0)]),
-                            t=np.array([e[2] for e in events]), rate=np.array([e[3] for e in events]),
-                            t0=np.array([e[4] for e in events]))
-        print(f"recorded {int(kinds.sum())} capture blocks and {int((~kinds).sum())} taps -> {out}")
+        aec_ref.ReferenceTimeline.tap, aec.EchoCanceller.process = tap, process  # type: ignore[method-assign]
+
+
+def save(out: str | Path, events: list[tuple]) -> None:
+    """`recording`'s events as a session file (what `feed` reads)."""
+    kinds = np.array([e[0] == "cap" for e in events])
+    sizes = np.array([e[1].size for e in events])
+    np.savez_compressed(out, cap=kinds, sizes=sizes, audio=np.concatenate([e[1] for e in events] or [np.zeros(0)]),
+                        t=np.array([e[2] for e in events]), rate=np.array([e[3] for e in events]),
+                        t0=np.array([e[4] for e in events]))
+    print(f"recorded {int(kinds.sum())} capture blocks and {int((~kinds).sum())} taps -> {out}")
+
+
+def record(out: str, bench_args: list[str]) -> None:
+    events: list[tuple] = []
+    with recording(events):
+        import bench_barge_in
+
+        sys.argv = ["bench_barge_in.py", *bench_args]
+        try:
+            bench_barge_in.main()
+        finally:
+            save(out, events)
 
 
 def canceller_for(path: str, **config: bool):  # type: ignore[no-untyped-def]
@@ -227,6 +255,49 @@ def words(path: str, pre_s: float | None, post_extra_s: float, model: str | None
             print(f"  {aec_diagnose.split_by_lead(leads, errors)}")
 
 
+def onsets(paths: list[str], self_turns: list[str], share: float | None) -> None:
+    """The double-talk detector's onsets over recorded sessions, told as chat would be told (a fresh canceller;
+    `share`: `doubletalk.SHARE` for this run): per barge-in, how long after the user's first sample in the
+    microphone the first onset came (`aec_diagnose.user_lead`); and the onsets where no user talked, per
+    minute of reply (`self_turns`: sessions recorded with --self-turns, where every onset is false; in the
+    others, any onset more than 0.2 s before a user's first sample or 5 s after it)."""
+    from voxcli.audio import doubletalk
+
+    if share is not None:
+        doubletalk.SHARE = share
+    leads, false, reply_s = [], 0, 0.0
+    for path in [*paths, *self_turns]:
+        c = canceller_for(path)
+        told: list[int] = []
+        c.on_near_speech = lambda: told.append(c.mask.count * c.mask.frame)
+        far_active = c.loss.add
+
+        def counted(playing: bool, near: np.ndarray, y: np.ndarray) -> None:
+            nonlocal reply_s
+            reply_s += playing * near.size / c.rate
+            far_active(playing, near, y)
+
+        c.loss.add = counted  # type: ignore[method-assign]
+        feed(path, c)
+        rate, starts = c.rate, []
+        if path not in self_turns:
+            near, user = aec_diagnose.captured(path), aec_diagnose.user_clip(rate)
+            for p in told:  # a trial's first onset (trials are > 6 s apart): the user is in the 0.5 s before it
+                if not starts or p - starts[-1][1] >= 6 * rate:
+                    starts.append((p - aec_diagnose.user_lead(near, p, user, rate), p))
+        mine = [1000 * (p - s) / rate for s, p in starts]
+        wrong = [p for p in told if not any(-0.2 * rate <= p - s <= 5 * rate for s, _ in starts)]
+        leads += mine
+        false += len(wrong)
+        late = sum(ms > aec_diagnose.LATE_MS for ms in mine)
+        print(f"  {path}: {len(mine)} barge-ins ({late} detected late, > {aec_diagnose.LATE_MS} ms), "
+              f"{len(wrong)} onsets with no user", flush=True)
+    ms = np.array(leads)
+    head = (f"onset after the user's first sample p50 {np.median(ms):.0f} p90 {np.percentile(ms, 90):.0f} ms over "
+            f"{ms.size}, {int((ms > aec_diagnose.LATE_MS).sum())} late; ") if ms.size else ""
+    print(f"SHARE {doubletalk.SHARE:g}: {head}{false} onsets with no user over {reply_s / 60:.1f} min of reply")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -247,12 +318,24 @@ def main() -> None:
                         "holds its samples; blank: silenced (what the span is worth to the recognizer)")
     t = sub.add_parser("tail", help="the room's fit where the reply falls silent on its own: the echo's tail")
     t.add_argument("session")
+    o = sub.add_parser("onsets", help="the double-talk detector's onsets: how soon after the user, and with none")
+    o.add_argument("session", nargs="*", help="sessions recorded with --trials")
+    o.add_argument("--self", dest="self_turns", action="append", default=[], metavar="S",
+                   help="a session recorded with --self-turns (nobody talks: every onset is false); repeatable")
+    o.add_argument("--share", type=float, default=None, help="doubletalk.SHARE for this run (default: as it is)")
     args = ap.parse_args()
-    if args.cmd != "record" and not Path(args.session).is_file():
-        raise SystemExit(f"no recorded session at {args.session}: record one with "
+    sessions = {"record": [], "onsets": [*getattr(args, "session", []), *getattr(args, "self_turns", [])]}.get(
+        args.cmd, [getattr(args, "session", "")])
+    missing = [s for s in sessions if not Path(s).is_file()]
+    if args.cmd == "onsets" and not sessions:
+        raise SystemExit("no session given: onsets T.npz ... [--self S.npz]")
+    if missing:
+        raise SystemExit(f"no recorded session at {missing[0]}: record one with "
                          f"`{Path(__file__).name} record S.npz -- ...`")
     if args.cmd == "record":
         record(args.out, [a for a in args.bench_args if a != "--"])
+    elif args.cmd == "onsets":
+        onsets(args.session, args.self_turns, args.share)
     elif args.cmd == "tail":
         aec_diagnose.tail(args.session, canceller_for, feed)
     elif args.cmd == "words":
