@@ -36,7 +36,8 @@ With `--compare` every other barge-in pauses on the VAD run only, as before the 
 detector (the onset timed, not acted on). `--arms A,B,..` interleaves any of: `onset` (today's
 agent), `onset-nomask` (the rebuilt first word (`voxcli.audio.echo_mask`) computed, not given to
 the ASR), `onset-maskonly` (rebuilt by the mask alone, without `voxcli.audio.echo_path`'s linear
-subtraction), `run-pause` (`--compare`'s); each row says what rebuilt it (`rebuilt_by`). `--save DIR`
+subtraction), `run-pause` (`--compare`'s); each row says what rebuilt it (`rebuilt_by`). `--share
+0.2,0.1` runs them under each of those double-talk `SHARE`s in turn (`voxcli.audio.doubletalk`). `--save DIR`
 keeps what the agent was fed in each trial (`trialNN.npz`: blocks, feed times, the user's first-word
 time, the row, the first word's patch), to decode the same audio again offline without the live ASR's
 scheduling: that tells a signal that lost the user's words from a decode that came out differently.
@@ -178,6 +179,7 @@ def wait(cond: Any, timeout: float, step: float = 0.01) -> bool:
 
 def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
     from tests.llm.chat_completions_server import ChatServer, Script
+    from voxcli.audio import doubletalk
     from voxcli.audio.aec import CancelledMic, EchoCanceller
     from voxcli.audio.devices import MicCapture
     from voxcli.audio.player import Player
@@ -234,6 +236,8 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                 del lags[:], levels[:], fed[:], probe.patches[:]
                 n0 = len(srv.records)
                 arm = arms[k % len(arms)]
+                shares = [float(x) for x in args.share.split(",")] if args.share else [doubletalk.SHARE]
+                doubletalk.SHARE = shares[k // len(arms) % len(shares)]  # each arm under each share in turn
                 old = arm == "run-pause"
                 probe.act_on_onset = not old  # the old agent paused on the VAD run only
                 agent._double_talk = not old  # and stopped on the run and a word alone
@@ -249,7 +253,7 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                     t0 = row.pop("t_user0")
                     loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
-                row.update(stop=arm, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
+                row.update(stop=arm, share=doubletalk.SHARE, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
                            rebuilt_by=canceller.mask.rebuilt_by, raw_kept_s=canceller.mask.raw_kept_s,
                            echo_delay_ms=None if (d := canceller.detector.delay.lag) is None else round(1000 * d / SR, 1),
                            erle_db=canceller.loss.db(since=loss0) if args.self_turns else None,  # user-free
@@ -361,11 +365,11 @@ def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
     for r in rows:
         if "baseline_no_echo" in r:
             print(f"the same speech with no reply: WER {r['user_wer']} [{r['baseline_no_echo']}] (load {r['load']})")
-    for kind in dict.fromkeys(r["stop"] for r in rows if "stop" in r):
-        ok = [r for r in rows if r.get("stop") == kind and "latency_ms" in r]
+    for kind, share in dict.fromkeys((r["stop"], r.get("share")) for r in rows if "stop" in r):
+        ok = [r for r in rows if (r.get("stop"), r.get("share")) == (kind, share) and "latency_ms" in r]
         if not ok:
             continue
-        line = [f"{kind:6s} n={len(ok)}"]
+        line = [f"{kind:6s} SHARE {share} n={len(ok)}"]
         for key in ("latency_ms", "onset_ms", "fed_ms", "run_ms", "pause_ms", "word_ms", "stop_ms"):
             vals = [r[key] for r in ok if r[key] is not None]
             if vals:
@@ -386,6 +390,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="interleave the old pause (on the VAD run only)")
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
     ap.add_argument("--arms", default=None, help="interleave: onset, onset-nomask, onset-maskonly, run-pause")
+    ap.add_argument("--share", default=None, help="interleave the double-talk detector's SHARE, e.g. 0.2,0.1")
     ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")
     ap.add_argument("--room", type=float, nargs="?", const=0.3, default=None, metavar="TAIL",
                     help="the echo through a room (room_relay.py); TAIL: its reverberation's level (aec_room.Room)")
