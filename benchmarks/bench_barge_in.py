@@ -232,11 +232,11 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                 time.sleep(0.5)
             trials = args.self_turns or args.trials
             arms = args.arms.split(",") if args.arms else ["onset", "run-pause"] if args.compare else ["onset"]
+            shares = [float(x) for x in args.share.split(",")] if args.share else [doubletalk.SHARE]
             for k in range(trials):
                 del lags[:], levels[:], fed[:], probe.patches[:]
                 n0 = len(srv.records)
                 arm = arms[k % len(arms)]
-                shares = [float(x) for x in args.share.split(",")] if args.share else [doubletalk.SHARE]
                 doubletalk.SHARE = shares[k // len(arms) % len(shares)]  # each arm under each share in turn
                 old = arm == "run-pause"
                 probe.act_on_onset = not old  # the old agent paused on the VAD run only
@@ -253,7 +253,8 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                     t0 = row.pop("t_user0")
                     loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
-                row.update(stop=arm, share=doubletalk.SHARE, load=round(os.getloadavg()[0], 2), patches=len(probe.patches),
+                row.update(stop=arm, share=doubletalk.SHARE, load=round(os.getloadavg()[0], 2),
+                           patches=len(probe.patches),
                            rebuilt_by=canceller.mask.rebuilt_by, raw_kept_s=canceller.mask.raw_kept_s,
                            echo_delay_ms=None if (d := canceller.detector.delay.lag) is None else round(1000 * d / SR, 1),
                            erle_db=canceller.loss.db(since=loss0) if args.self_turns else None,  # user-free
