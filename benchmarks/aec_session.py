@@ -6,7 +6,7 @@
     python benchmarks/aec_session.py replay S.npz --no-gate                       # without the residual gate
     python benchmarks/aec_session.py words T.npz                                  # T: recorded with --trials
     python benchmarks/aec_session.py tail S.npz                                   # the echo's tail the fit leaves
-    python benchmarks/aec_session.py onsets T.npz S.npz --self S.npz --share 0.1  # the detector's onsets
+    python benchmarks/aec_session.py onsets T.npz... --self S.npz... --share 0.1  # the detector's onsets
 
 Why: the ERLE of one reply through the room fixture swings by 10-20 dB from run
 to run (the relay's queue, the sound server's skips, the load), so two versions
@@ -44,11 +44,16 @@ silences the span instead. Seven sessions, 80 barge-ins (2026-12-02/03): WER
 `onsets` replays the double-talk detector over sessions recorded with
 `--trials` (and, after `--self`, with `--self-turns`: nobody talks there) and
 says how soon after the user's first sample in the microphone each barge-in's
-first onset came, and how many onsets came with no user talking, per minute
-of reply; `--share` sets `doubletalk.SHARE` for the run. Over 13 sessions (192
-barge-ins, 2026-12-02/03) and 4 of self-turns (2026-12-03, one half under two
-busy loops), 19.5 min of reply: SHARE 0.2, p50/p90 64/223 ms, 36 later than
-150 ms; 0.1: 59/82 ms, 17; 2 onsets with no user either way.
+first onset came, and how many onsets came with no user talking, over how
+many minutes of reply; `--share` sets `doubletalk.SHARE` for the run. In a
+`--trials` session each trial's first onset is taken as the user's (the count
+of barge-ins it prints should be the session's trials: a false onset before a
+user would show as one more) and the 5 s after it as theirs. Over 13 sessions
+recorded with `--room 0.3 --trials 8|16|24 --arms onset` (192 barge-ins,
+2026-12-02/03: each gave its own trial count) and 4 of self-turns
+(2026-12-03, one of them with two busy loops beside it for 200 s), 19.5 min
+of reply: SHARE 0.2, p50/p90 64/223 ms, 36 later than 150 ms; 0.1: 59/82 ms,
+17; 2 onsets with no user either way.
 """
 from __future__ import annotations
 
@@ -57,6 +62,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -92,8 +98,11 @@ def recording(events: list[tuple]) -> Iterator[None]:
 
 
 def save(out: str | Path, events: list[tuple]) -> None:
-    """`recording`'s events as a session file (what `feed` reads)."""
-    kinds = np.array([e[0] == "cap" for e in events])
+    """`recording`'s events as a session file (what `feed` reads); nothing is written when nothing was recorded."""
+    if not events:
+        print(f"nothing recorded: no {out} written")
+        return
+    kinds = np.array([e[0] == "cap" for e in events], bool)
     sizes = np.array([e[1].size for e in events])
     np.savez_compressed(out, cap=kinds, sizes=sizes, audio=np.concatenate([e[1] for e in events] or [np.zeros(0)]),
                         t=np.array([e[2] for e in events]), rate=np.array([e[3] for e in events]),
@@ -255,47 +264,78 @@ def words(path: str, pre_s: float | None, post_extra_s: float, model: str | None
             print(f"  {aec_diagnose.split_by_lead(leads, errors)}")
 
 
-def onsets(paths: list[str], self_turns: list[str], share: float | None) -> None:
+@dataclass
+class Onsets:
+    """What `onsets` found over its sessions."""
+
+    leads_ms: list[float]
+    """Per barge-in: its first onset after the user's first sample in the microphone."""
+    false: int
+    """Onsets with no user talking."""
+    reply_s: float
+    """Reply heard over all the sessions (the far end playing), in seconds."""
+
+
+def onsets(paths: list[str], self_turns: list[str], share: float | None = None,
+           user: np.ndarray | None = None) -> Onsets:
     """The double-talk detector's onsets over recorded sessions, told as chat would be told (a fresh canceller;
     `share`: `doubletalk.SHARE` for this run): per barge-in, how long after the user's first sample in the
-    microphone the first onset came (`aec_diagnose.user_lead`); and the onsets where no user talked, per
-    minute of reply (`self_turns`: sessions recorded with --self-turns, where every onset is false; in the
-    others, any onset more than 0.2 s before a user's first sample or 5 s after it)."""
+    microphone the first onset came (`aec_diagnose.user_lead`; a trial's first onset is the user's, and so
+    are those within 5 s after it); and the onsets where no user talked (`self_turns`: sessions recorded with
+    --self-turns, where every onset is false; in the others, the rest). `user`: the barging-in user's clip at
+    the sessions' rate (default: bench_barge_in.py's, from the speech-samples bundle)."""
     from voxcli.audio import doubletalk
 
+    was = doubletalk.SHARE
     if share is not None:
-        doubletalk.SHARE = share
-    leads, false, reply_s = [], 0, 0.0
-    for path in [*paths, *self_turns]:
-        c = canceller_for(path)
-        told: list[int] = []
-        c.on_near_speech = lambda: told.append(c.mask.count * c.mask.frame)
-        far_active = c.loss.add
+        doubletalk.SHARE = share  # type: ignore[misc]  # a Final the detector reads per frame: this run's
+    found = Onsets([], 0, 0.0)
+    try:
+        for path, nobody in [*((p, False) for p in paths), *((p, True) for p in self_turns)]:
+            c = canceller_for(path)
+            told: list[int] = []
+            c.on_near_speech = lambda: told.append(c.mask.count * c.mask.frame)
+            add = c.loss.add
 
-        def counted(playing: bool, near: np.ndarray, y: np.ndarray) -> None:
-            nonlocal reply_s
-            reply_s += playing * near.size / c.rate
-            far_active(playing, near, y)
+            def counted(playing: bool, near: np.ndarray, y: np.ndarray) -> None:
+                found.reply_s += playing * near.size / c.rate
+                add(playing, near, y)
 
-        c.loss.add = counted  # type: ignore[method-assign]
-        feed(path, c)
-        rate, starts = c.rate, []
-        if path not in self_turns:
-            near, user = aec_diagnose.captured(path), aec_diagnose.user_clip(rate)
-            for p in told:  # a trial's first onset (trials are > 6 s apart): the user is in the 0.5 s before it
-                if not starts or p - starts[-1][1] >= 6 * rate:
-                    starts.append((p - aec_diagnose.user_lead(near, p, user, rate), p))
-        mine = [1000 * (p - s) / rate for s, p in starts]
-        wrong = [p for p in told if not any(-0.2 * rate <= p - s <= 5 * rate for s, _ in starts)]
-        leads += mine
-        false += len(wrong)
-        late = sum(ms > aec_diagnose.LATE_MS for ms in mine)
-        print(f"  {path}: {len(mine)} barge-ins ({late} detected late, > {aec_diagnose.LATE_MS} ms), "
-              f"{len(wrong)} onsets with no user", flush=True)
-    ms = np.array(leads)
-    head = (f"onset after the user's first sample p50 {np.median(ms):.0f} p90 {np.percentile(ms, 90):.0f} ms over "
-            f"{ms.size}, {int((ms > aec_diagnose.LATE_MS).sum())} late; ") if ms.size else ""
-    print(f"SHARE {doubletalk.SHARE:g}: {head}{false} onsets with no user over {reply_s / 60:.1f} min of reply")
+            c.loss.add = counted  # type: ignore[method-assign]
+            feed(path, c)
+            rate, starts = c.rate, []
+            if not nobody:
+                near = aec_diagnose.captured(path)
+                user = aec_diagnose.user_clip(rate) if user is None else user
+                for p in told:  # a trial's first onset (trials are > 6 s apart): the user is in the 0.5 s before
+                    if not starts or p - starts[-1][1] >= 6 * rate:
+                        starts.append((p - aec_diagnose.user_lead(near, p, user, rate), p))
+            mine = [1000 * (p - s) / rate for s, p in starts]
+            wrong = [p for p in told if not any(-0.2 * rate <= p - s <= 5 * rate for s, _ in starts)]
+            found.leads_ms += mine
+            found.false += len(wrong)
+            late = sum(ms > aec_diagnose.LATE_MS for ms in mine)
+            print(f"  {path}: {len(mine)} barge-in(s) ({late} detected late, > {aec_diagnose.LATE_MS} ms), "
+                  f"{len(wrong)} onset(s) with no user", flush=True)
+        ms = np.array(found.leads_ms)
+        head = (f"onset after the user's first sample p50 {np.median(ms):.0f} p90 {np.percentile(ms, 90):.0f} ms "
+                f"over {ms.size}, {int((ms > aec_diagnose.LATE_MS).sum())} late; ") if ms.size else ""
+        print(f"SHARE {doubletalk.SHARE:g}: {head}{found.false} onset(s) with no user over "
+              f"{found.reply_s / 60:.1f} min of reply")
+    finally:
+        doubletalk.SHARE = was  # type: ignore[misc]
+    return found
+
+
+def share_value(text: str) -> float:
+    """`--share`: a share of the microphone's power, in (0, 1]."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < x <= 1:
+        raise argparse.ArgumentTypeError(f"a share is in (0, 1], not {text}")
+    return x
 
 
 def main() -> None:
@@ -320,15 +360,21 @@ def main() -> None:
     t.add_argument("session")
     o = sub.add_parser("onsets", help="the double-talk detector's onsets: how soon after the user, and with none")
     o.add_argument("session", nargs="*", help="sessions recorded with --trials")
-    o.add_argument("--self", dest="self_turns", action="append", default=[], metavar="S",
-                   help="a session recorded with --self-turns (nobody talks: every onset is false); repeatable")
-    o.add_argument("--share", type=float, default=None, help="doubletalk.SHARE for this run (default: as it is)")
+    o.add_argument("--self", dest="self_turns", nargs="+", action="extend", default=[], metavar="S",
+                   help="sessions recorded with --self-turns (nobody talks: every onset is false)")
+    o.add_argument("--share", type=share_value, default=None, help="doubletalk.SHARE for this run (default: as is)")
     args = ap.parse_args()
-    sessions = {"record": [], "onsets": [*getattr(args, "session", []), *getattr(args, "self_turns", [])]}.get(
-        args.cmd, [getattr(args, "session", "")])
+    if args.cmd == "record":
+        sessions = []
+    elif args.cmd == "onsets":
+        sessions = [*args.session, *args.self_turns]
+        if not sessions:
+            raise SystemExit("no session given: onsets T.npz ... [--self S.npz ...]")
+        if len(set(sessions)) < len(sessions):
+            raise SystemExit("a session given twice (with --trials or after --self: once)")
+    else:
+        sessions = [args.session]
     missing = [s for s in sessions if not Path(s).is_file()]
-    if args.cmd == "onsets" and not sessions:
-        raise SystemExit("no session given: onsets T.npz ... [--self S.npz]")
     if missing:
         raise SystemExit(f"no recorded session at {missing[0]}: record one with "
                          f"`{Path(__file__).name} record S.npz -- ...`")

@@ -232,7 +232,7 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                 time.sleep(0.5)
             trials = args.self_turns or args.trials
             arms = args.arms.split(",") if args.arms else ["onset", "run-pause"] if args.compare else ["onset"]
-            shares = [float(x) for x in args.share.split(",")] if args.share else [doubletalk.SHARE]
+            shares = args.share or [doubletalk.SHARE]
             for k in range(trials):
                 del lags[:], levels[:], fed[:], probe.patches[:]
                 n0 = len(srv.records)
@@ -385,17 +385,31 @@ def summary(rows: list[dict[str, Any]], self_turns: bool) -> None:
         print(f"{len(failed)} trials failed: {failed}")
 
 
+def shares(text: str) -> list[float]:
+    """`--share`: shares of the microphone's power, each in (0, 1]."""
+    try:
+        xs = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}") from None
+    if not all(0 < x <= 1 for x in xs):
+        raise argparse.ArgumentTypeError(f"each share is in (0, 1]: {text}")
+    return xs
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--compare", action="store_true", help="interleave the old pause (on the VAD run only)")
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
     ap.add_argument("--arms", default=None, help="interleave: onset, onset-nomask, onset-maskonly, run-pause")
-    ap.add_argument("--share", default=None, help="interleave the double-talk detector's SHARE, e.g. 0.2,0.1")
+    ap.add_argument("--share", type=shares, default=None,
+                    help="interleave the double-talk detector's SHARE, e.g. 0.2,0.1 (with --trials)")
     ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")
     ap.add_argument("--room", type=float, nargs="?", const=0.3, default=None, metavar="TAIL",
                     help="the echo through a room (room_relay.py); TAIL: its reverberation's level (aec_room.Room)")
     args = ap.parse_args()
+    if args.share and args.self_turns:  # its summary adds all replies up: the shares' figures would be one
+        ap.error("--share interleaves barge-in trials (--trials), not --self-turns")
     if args.save:  # made before the session: a missing directory lost a 6-minute run at its first trial
         Path(args.save).mkdir(parents=True, exist_ok=True)
     sinks = Sinks(room=None if args.room is None else Room(delay_s=0.0, tail=args.room))
