@@ -104,7 +104,7 @@ def save(out: str | Path, events: list[tuple]) -> None:
         return
     kinds = np.array([e[0] == "cap" for e in events], bool)
     sizes = np.array([e[1].size for e in events])
-    np.savez_compressed(out, cap=kinds, sizes=sizes, audio=np.concatenate([e[1] for e in events] or [np.zeros(0)]),
+    np.savez_compressed(out, cap=kinds, sizes=sizes, audio=np.concatenate([e[1] for e in events]),
                         t=np.array([e[2] for e in events]), rate=np.array([e[3] for e in events]),
                         t0=np.array([e[4] for e in events]))
     print(f"recorded {int(kinds.sum())} capture blocks and {int((~kinds).sum())} taps -> {out}")
@@ -295,14 +295,8 @@ def onsets(paths: list[str], self_turns: list[str], share: float | None = None,
             c = canceller_for(path)
             told: list[int] = []
             c.on_near_speech = lambda: told.append(c.mask.count * c.mask.frame)
-            add = c.loss.add
-
-            def counted(playing: bool, near: np.ndarray, y: np.ndarray) -> None:
-                found.reply_s += playing * near.size / c.rate
-                add(playing, near, y)
-
-            c.loss.add = counted  # type: ignore[method-assign]
             feed(path, c)
+            found.reply_s += c.loss.far_frames * c.frame / c.rate  # the frames the reply played in (`EchoLoss`)
             rate, starts = c.rate, []
             if not nobody:
                 near = aec_diagnose.captured(path)
@@ -327,15 +321,14 @@ def onsets(paths: list[str], self_turns: list[str], share: float | None = None,
     return found
 
 
-def share_value(text: str) -> float:
-    """`--share`: a share of the microphone's power, in (0, 1]."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0 < x <= 1:
-        raise argparse.ArgumentTypeError(f"a share is in (0, 1], not {text}")
-    return x
+def one_share(text: str) -> float:
+    """`--share`: one share, checked as bench_barge_in.py checks its list."""
+    import bench_barge_in
+
+    xs = bench_barge_in.shares(text)
+    if len(xs) != 1:
+        raise argparse.ArgumentTypeError(f"one share, not {text}")
+    return xs[0]
 
 
 def main() -> None:
@@ -362,7 +355,7 @@ def main() -> None:
     o.add_argument("session", nargs="*", help="sessions recorded with --trials")
     o.add_argument("--self", dest="self_turns", nargs="+", action="extend", default=[], metavar="S",
                    help="sessions recorded with --self-turns (nobody talks: every onset is false)")
-    o.add_argument("--share", type=share_value, default=None, help="doubletalk.SHARE for this run (default: as is)")
+    o.add_argument("--share", type=one_share, default=None, help="doubletalk.SHARE for this run (default: as is)")
     args = ap.parse_args()
     if args.cmd == "record":
         sessions = []

@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from voxcli.audio.files import read_audio
-
 from voxcli.asr.streamer import ASRStreamer
+from voxcli.audio.files import read_audio
 from voxcli.runtimes.silero_vad import SileroVAD
 
 

@@ -7,7 +7,6 @@ decoder now gets the silence a VAD-started utterance has before its first word; 
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from tests.asr.chat_streamer import SR, Recorded, covered_clip, run_patched
