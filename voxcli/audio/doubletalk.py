@@ -55,14 +55,15 @@ DECAY_DB: Final = 2.0
 """Reverberation carried in the bound per 10 ms (2 dB: a 300 ms RT60)."""
 MARGIN_DB: Final = 6.0
 """A bin is the near end's when it is this far above the echo bound."""
-SHARE: Final = 0.2
-"""Share of the microphone's power in such bins for a frame to count as near speech. Through the issue's
-room fixture one onset in five comes ~220 ms after the user's first sample, not ~60 ("It" under a louder
-reply: in one such trial its frames' share went 0.39, 0.19, then the run broke). At 0.1: 192 recorded
+SHARE: Final = 0.1
+"""Share of the microphone's power in such bins for a frame to count as near speech. At 0.2, through the
+issue's room fixture, one onset in five came ~220 ms after the user's first sample, not ~60 ("It" under a
+louder reply: in one such trial its frames' share went 0.39, 0.19, then the run broke). At 0.1: 192 recorded
 barge-ins, p90 223 -> 82 ms, and 2 onsets with nobody talking over 19.5 min of reply either way
-(benchmarks/aec_session.py onsets); live, the reply silent p90 390 -> 299 ms, and the barging-in user's
-WER 0.038 -> 0.083 and 0.068 -> 0.047 in two interleaved runs (bench_barge_in.py --share 0.2,0.1, 24 and 16
-each): not told from the noise yet, and the WER is #14's open target; kept at 0.2 (README, "Earlier onsets")."""
+(benchmarks/aec_session.py onsets); live, interleaved (bench_barge_in.py --share 0.2,0.1, 88 barge-ins
+each over three runs), the barging-in user's WER 0.082 -> 0.058 (README, "Earlier onsets"). A syllable
+of the reply whose echo comes later than the bound yet reaches (a delay that just stepped) may now make
+two onsets a few frames apart where 0.2 made one: one pause in chat either way."""
 MIN_BINS: Final = 3
 """Bins above the bound a near-speech frame needs: one or two bins that carry most of a frame's power
 above the bound are a room mode's peak under a harmonic of the reply, not a voice (its harmonics stand
