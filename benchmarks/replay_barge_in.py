@@ -37,12 +37,16 @@ USER_SAYS = "It was the best of times, it was the worst of times."
 """What bench_barge_in.py's user says."""
 
 
+FINAL = None
+"""The streamer's `final_model` (`--final-model`)."""
+
+
 def streamer(engine, scorer, lockstep: bool = False):  # type: ignore[no-untyped-def]
     """A fresh streamer as `voxcli chat` makes it (`chat_streamer`, on a shared VAD)."""
     from voxcli.chat.models import chat_streamer
     from voxcli.chat.shared_vad import SharedVAD
 
-    return chat_streamer(engine, SharedVAD(scorer), lockstep=lockstep)
+    return chat_streamer(engine, SharedVAD(scorer), lockstep=lockstep, final_engine=FINAL)
 
 
 def replay(path: Path, engine, scorer, pace: float,  # type: ignore[no-untyped-def]
@@ -87,6 +91,8 @@ def main() -> None:
     ap.add_argument("--pace", type=float, default=1.0, help="feed at this multiple of real time (0: unpaced)")
     ap.add_argument("--lockstep", action="store_true",
                     help="re-decode at every step, unpaced: deterministic (an idle machine's decodes), minutes faster")
+    ap.add_argument("--final-model", default=None, help="the streamer's final_model (experiment)")
+    ap.add_argument("--patch-commit", type=float, default=None, help="PATCH_COMMIT_S (experiment)")
     args = ap.parse_args()
     trials = []
     for saved in args.saved:
@@ -98,6 +104,13 @@ def main() -> None:
     from voxcli.chat.models import thread_budget
 
     engine, scorer = load_asr(chat_asr(), offline=True, threads=thread_budget(local_llm=True).asr)
+    global FINAL
+    if args.final_model:
+        FINAL = load_asr(args.final_model, offline=True, threads=thread_budget(local_llm=True).asr)[0]
+    if args.patch_commit is not None:
+        import voxcli.asr.streamer as st
+
+        st.PATCH_COMMIT_S = args.patch_commit
     errors: dict[str, list] = {"live": [], "one-shot": [], "streamed": []}
     for path in trials:
         got = replay(path, engine, scorer, args.pace, args.lockstep)

@@ -14,12 +14,13 @@ from voxcli.audio.files import read_audio
 from voxcli.runtimes.silero_vad import SileroVAD
 
 
-def chat_streamer(model: Any, vad_path: Any, edge: str,
-                  captions: list | None = None) -> tuple[ASRStreamer, threading.Event]:
+def chat_streamer(model: Any, vad_path: Any, edge: str, captions: list | None = None,
+                  final_model: Any = None) -> tuple[ASRStreamer, threading.Event]:
     """A streamer as chat makes it (hold from the speech), lockstep (deterministic), whose captions a thread
     drains (into `captions` when given, then None once they ended); the event is set at the first `edge` ("start"
     or "end") of an utterance."""
-    s = ASRStreamer(model, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True)
+    s = ASRStreamer(model, SileroVAD.load(vad_path), hold_from="speech", tail_from_speech=True, lockstep=True,
+                    final_model=final_model)
     seen = threading.Event()
     s.subscribe(lambda ev: seen.set() if getattr(ev, "kind", None) == edge else None)
     def drain() -> None:
@@ -46,25 +47,27 @@ def ended(captions: list) -> list:
 
 
 class Recorded:
-    """The real model, keeping the audio of every decode."""
+    """The real model, keeping the audio, prompt and words of every decode."""
 
     def __init__(self, model: Any) -> None:
-        self._model, self.calls = model, []
+        self._model, self.calls, self.prompts, self.words = model, [], [], []
         self.before_patch = -1  # decodes made before the patch was sent (an utterance running already)
 
     def transcribe(self, audio: np.ndarray, prompt: str | None = None, **kw: Any) -> Any:
         self.calls.append(np.array(audio))
-        return self._model.transcribe(audio, prompt, **kw)
+        self.prompts.append(prompt)
+        self.words.append(words := self._model.transcribe(audio, prompt, **kw))
+        return words
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
 
 def run_patched(model: Recorded, vad_path, audio: np.ndarray, patch: tuple[int, np.ndarray] | None, after: int,
-         on_start: bool = False, captions: list | None = None) -> str:
+         on_start: bool = False, captions: list | None = None, final_model: Any = None) -> str:
     """Chat's streamer settings, lockstep; `patch` sent once the samples up to `after` were (`on_start`: once
     the VAD started the utterance, the worker kept up with what was sent); its captions into `captions`."""
-    s, started = chat_streamer(model, vad_path, "start", captions)
+    s, started = chat_streamer(model, vad_path, "start", captions, final_model)
     sent = False
     for i in range(0, audio.size, 512):
         s.send(audio[i : i + 512])

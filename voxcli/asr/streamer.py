@@ -1,16 +1,15 @@
 """ASRStreamer: speech in, live captions out, with a serial re-decode worker.
 
-Audio from `send()` goes into a bounded queue (`asr/inbox.py`). One worker thread takes it a step
-at a time: Silero VAD finds utterances; inside one, the worker re-decodes the whole utterance
-buffer each step (forced to start with the stable words, without their punctuation) and feeds the
-words to LocalAgreement-n, so the caption's stable prefix grows while its volatile tail may still
-change. The final decode of an utterance is unforced (the batch decode of the same audio; it may
-re-punctuate the stable words; where it disagrees with one the shown word stays, and where it cannot
-be lined up with them it is decoded again forced with them) and starts at silence onset, during the
-endpoint hold (`asr/speculation.py`): committed without decoding again when the hold confirms the
-endpoint, dropped if speech resumes. The next utterance starts empty. Unforced decodes (final, cut) take
-the caption at the hold's onset as a draft (`asr/drafting.py`; faster on a model with `drafts`): the final
-is then not bit-identical to the batch decode (a near-tie word can flip) and, paced, depends on that caption.
+Audio from `send()` goes into a bounded queue (`asr/inbox.py`). One worker thread takes it a step at a time: Silero
+VAD finds utterances; inside one, the worker re-decodes the whole utterance buffer each step (forced to start with the
+stable words, without their punctuation) and feeds the words to LocalAgreement-n, so the caption's stable prefix grows
+while its volatile tail may still change. The final decode of an utterance is unforced (the batch decode of the same
+audio; it may re-punctuate the stable words; where it disagrees with one the shown word stays, and where it cannot be
+lined up with them it is decoded again forced with them) and starts at silence onset, during the endpoint hold
+(`asr/speculation.py`): committed without decoding again when the hold confirms the endpoint, dropped if speech
+resumes. The next utterance starts empty. Unforced decodes (final, cut) take the caption at the hold's onset as a
+draft (`asr/drafting.py`; faster on a model with `drafts`): the final is then not bit-identical to the batch decode (a
+near-tie word can flip) and, paced, depends on that caption.
 
 Two rules keep it real time over hours:
 - bounded buffer: past `max_buffer_s` without a pause long enough to end the utterance, the head of the buffer
@@ -20,11 +19,11 @@ Two rules keep it real time over hours:
 `lockstep=True` decodes at every step regardless, and every step is a whole `step_ms` of audio
 (deterministic however threads interleave: unpaced files, tests, benchmarks).
 
-Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consumed at the worker's
-speed, bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST
-waiting audio past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard.
-`patch(sample, a)`: audio sent earlier, corrected since (`asr/buffer.py`); `expect_patch()` announces one. An
-utterance that begins at a patch is decoded after `PATCH_LEAD_S` of silence and commits after `PATCH_COMMIT_S`."""
+Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consumed at the worker's speed,
+bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST waiting audio
+past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard. `patch(sample, a)`:
+audio sent earlier, corrected since (`asr/buffer.py`); `expect_patch()` announces one. An utterance that
+begins at a patch is decoded after `PATCH_LEAD_S` of silence and commits after `PATCH_COMMIT_S`."""
 from __future__ import annotations
 
 import queue
@@ -63,15 +62,15 @@ class ASREngine(Protocol):
 class ASRStreamer:
     """Push 16 kHz float32 audio with `send`, read `captions`, end with `finish`."""
 
-    def __init__(self, model: ASREngine, vad: FrameScorer, *, agreement: int | None = None,
-                 step_ms: int | None = None, vad_config: VADConfig | None = None, max_buffer_s: float = 20.0,
-                 lockstep: bool = False, max_pending_s: float = 10.0, speculative: bool = True,
-                 hold_from: HoldFrom = "vad", tail_from_speech: bool = False) -> None:
+    def __init__(self, model: ASREngine, vad: FrameScorer, *, agreement: int | None = None, step_ms: int | None = None,
+                 vad_config: VADConfig | None = None, max_buffer_s: float = 20.0, lockstep: bool = False,
+                 max_pending_s: float = 10.0, speculative: bool = True, hold_from: HoldFrom = "vad",
+                 tail_from_speech: bool = False, final_model: ASREngine | None = None) -> None:
         if getattr(model, "sample_rate", SAMPLE_RATE) != SAMPLE_RATE:
             raise UsageError("the ASR model must take 16 kHz audio")
         if (step_ms := step_ms or getattr(model, "step_ms", None) or DEFAULT_STEP_MS) < 100:  # None: the model's
             raise UsageError("--step-ms must be at least 100")
-        self.model, self.vad = model, vad
+        self.model, self.vad, self.final_model = model, vad, final_model  # final_model: see `_decode`
         self.vad_config, self._b = vad_config or VADConfig(), WorkerBuffer(max_buffer_s)  # checks max_buffer_s
         self.step = int(step_ms * SAMPLE_RATE / 1000)
         self.lockstep, self.speculative, self.hold_from, self.tail_from_speech = (
@@ -107,7 +106,7 @@ class ASRStreamer:
         `max_pending_s` is waiting (nothing is lost); `block=False` never waits and drops the oldest waiting audio
         instead. Ignored after `cancel()`; a UsageError after `finish()`."""
         a = np.asarray(audio, dtype=np.float32).reshape(-1)
-        if self._inbox.cancelled:
+        if self._inbox.cancelled:  # dropped
             return
         with self._send_lock:
             if self._finished:
@@ -169,11 +168,8 @@ class ASRStreamer:
             self._finished = True
         self._inbox.close(cancel=True)
 
-    @property
-    def pending_s(self) -> float:
-        """Audio sent but not yet taken by the worker (its lag behind the input)."""
-        return self._inbox.pending / SAMPLE_RATE
-
+    pending_s = property(lambda self: self._inbox.pending / SAMPLE_RATE,
+                         doc="Audio sent but not yet taken by the worker (its lag behind the input).")
     text = property(lambda self: "\n".join(self.utterances), doc="The transcript so far, one utterance per line.")
 
     # ---- worker side -------------------------------------------------
@@ -199,7 +195,7 @@ class ASRStreamer:
                     break
                 self._ingest(chunk)
                 self._settle_final()  # or its wait ended with this chunk
-                # the final decode runs instead; an announced patch is waited for
+                # in the hold the final decode runs instead (speculation); an announced patch is waited for
                 holding = (self.speculative and self._ep.silence_onset is not None) or self._b.patch_due
                 if self._utt_start is not None and self._buf_end - self._last_decode_at >= self.step and not holding:
                     if self.lockstep or self._pending_n < self.step:
@@ -274,14 +270,16 @@ class ASRStreamer:
         self.stats.max_buffer_s = max(self.stats.max_buffer_s, span / SAMPLE_RATE)
 
     def _decode(self, start: int, end: int, prompt: bool = True) -> list[str]:
-        # The stable words of this buffer (no punctuation) are forced as the decoder prefix: cheaper, and consistent.
+        # Stable words (no punctuation) forced as the prefix: cheaper, consistent. Unforced decodes (finals, cuts)
+        # run on `final_model` if given: two passes, the fast model's captions and the accurate one's transcript.
         text = self.agreement.prompt if prompt else ""
-        draft = {} if prompt else self._draft.draft_for(self.model, self.agreement.words)  # finals and cuts only
+        model = self.model if prompt or self.final_model is None else self.final_model
+        draft = {} if prompt else self._draft.draft_for(model, self.agreement.words)  # finals and cuts only
         t = time.monotonic()
         audio = self._b.span(start, end)
         if start == self._lead_at:  # a patched span opens the utterance: the decoder gets the silence before it
             audio = np.concatenate([np.zeros(int(PATCH_LEAD_S * SAMPLE_RATE), np.float32), audio])
-        words = self.model.transcribe(audio, prompt=text or None, **draft)
+        words = model.transcribe(audio, prompt=text or None, **draft)
         self.stats.decode_s += time.monotonic() - t
         self.stats.decodes += 1
         return [w.text for w in words]
@@ -303,8 +301,10 @@ class ASRStreamer:
         self._emit(False)
 
     def _hear(self, words: list[str]) -> None:
-        """A hypothesis for the captions; one of a patched utterance shorter than `PATCH_COMMIT_S` is only shown."""
-        short = self._lead_at is not None and self._buf_end - self._utt_start < PATCH_COMMIT_S * SAMPLE_RATE
+        """A hypothesis for the captions; one of a patched utterance shorter than `PATCH_COMMIT_S` (any, with a
+        `final_model`: the fast model's guess at a first word rebuilt from under the echo would outvote it) is shown."""
+        short = self._lead_at is not None and (
+            self.final_model is not None or self._buf_end - self._utt_start < PATCH_COMMIT_S * SAMPLE_RATE)
         (self.agreement.show if short else self.agreement.update)(words)
 
     def _speculate(self) -> None:
