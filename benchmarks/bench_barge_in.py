@@ -36,7 +36,9 @@ With `--compare` every other barge-in pauses on the VAD run only, as before the 
 detector (the onset timed, not acted on). `--arms A,B,..` interleaves any of: `onset` (today's
 agent), `onset-nomask` (the rebuilt first word (`voxcli.audio.echo_mask`) computed, not given to
 the ASR), `onset-maskonly` (rebuilt by the mask alone, without `voxcli.audio.echo_path`'s linear
-subtraction), `run-pause` (`--compare`'s); each row says what rebuilt it (`rebuilt_by`). `--share
+subtraction), `onset-final` / `onset-nofinal` (the utterances' finals decoded by moonshine-base-en, or by
+chat's recognizer itself: `ASRStreamer.final_model`; the other arms as `voxcli chat` chooses here,
+`asr.models.chat_final_asr`), `run-pause` (`--compare`'s); each row says what rebuilt it (`rebuilt_by`). `--share
 0.2,0.1` runs them under each of those double-talk `SHARE`s in turn (`voxcli.audio.doubletalk`). `--save DIR`
 keeps what the agent was fed in each trial (`trialNN.npz`: blocks, feed times, the user's first-word
 time, the row, the first word's patch), to decode the same audio again offline without the live ASR's
@@ -185,6 +187,7 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
     from voxcli.audio.player import Player
     from voxcli.audio.virtual import DeviceSpeaker
     from voxcli.chat.agent import Agent, AgentConfig
+    from voxcli.asr.models import ACCURATE_ASR, chat_asr, chat_final_asr
     from voxcli.chat.models import open_chat_models
     from voxcli.events import BargeIn
 
@@ -192,7 +195,12 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
     seen: list[tuple[float, Any]] = []
     rows: list[dict[str, Any]] = []
     with ChatServer(Script(reply_fn=reply_of, token_delay=0.01)) as srv:
-        models = open_chat_models(url=srv.url)
+        arms = args.arms.split(",") if args.arms else ["onset", "run-pause"] if args.compare else ["onset"]
+        default_final = chat_final_asr(None, chat_asr())  # chat's own choice here (`voxcli chat`)
+        models = open_chat_models(url=srv.url, final_asr=default_final or (
+            ACCURATE_ASR if "onset-final" in arms else None))
+        final = models.asr.final_model
+        models.asr.final_model = final if default_final else None  # the baseline: as chat runs
         rate = models.voice.sample_rate
         user, user_rate = user_speech(models.voice.synthesize(LONG_REPLY[:60]))
         canceller = EchoCanceller(SR)
@@ -231,7 +239,6 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                 wait(lambda: not agent.busy(), 30)
                 time.sleep(0.5)
             trials = args.self_turns or args.trials
-            arms = args.arms.split(",") if args.arms else ["onset", "run-pause"] if args.compare else ["onset"]
             shares = args.share or [doubletalk.SHARE]
             for k in range(trials):
                 del lags[:], levels[:], fed[:], probe.patches[:]
@@ -241,7 +248,9 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                 old = arm == "run-pause"
                 probe.act_on_onset = not old  # the old agent paused on the VAD run only
                 agent._double_talk = not old  # and stopped on the run and a word alone
-                probe.forward_patch = arm in ("onset", "onset-maskonly")
+                probe.forward_patch = arm in ("onset", "onset-maskonly", "onset-final", "onset-nofinal")
+                models.asr.final_model = final if arm == "onset-final" or (
+                    default_final and arm != "onset-nofinal") else None
                 canceller.mask.linear, canceller.mask.rebuilt_by = arm != "onset-maskonly", None
                 loss0 = dataclasses.replace(canceller.loss)  # ERLE over this turn (from 2 s of far end on)
                 row = self_turn(agent, probe, seen) if args.self_turns else barge_in(
@@ -401,7 +410,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=8)
     ap.add_argument("--compare", action="store_true", help="interleave the old pause (on the VAD run only)")
     ap.add_argument("--self-turns", type=int, default=0, help="count false barge-ins over this many replies")
-    ap.add_argument("--arms", default=None, help="interleave: onset, onset-nomask, onset-maskonly, run-pause")
+    ap.add_argument("--arms", default=None,
+                    help="interleave: onset, onset-nomask, onset-maskonly, onset-final, onset-nofinal, run-pause")
     ap.add_argument("--share", type=shares, default=None,
                     help="interleave the double-talk detector's SHARE, e.g. 0.2,0.1 (with --trials)")
     ap.add_argument("--save", default=None, help="directory: each trial's cancelled audio as fed (trialNN.npz)")

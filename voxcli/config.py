@@ -142,6 +142,8 @@ KEYS: Final[tuple[KeySpec, ...]] = (
     KeySpec("chat.llm_model", str, None, "model name sent to the LLM server"),
     KeySpec("chat.system", str, None, "system prompt for chat"),
     KeySpec("chat.barge_in_ms", float, DEFAULT_BARGE_IN_MS, "speech needed to interrupt the assistant"),
+    KeySpec("chat.final_asr", str, None, "recognizer of the finals of chat's utterances, or none (unset: "
+            "moonshine-base-en where it is the default recognizer here and chat runs moonshine-tiny-en)"),
     KeySpec("bench.max_p50_ms", float, None, "CI budget: fail bench ttfa if warm TTFA p50 exceeds this"),
     KeySpec("bench.max_p95_ms", float, None, "CI budget: fail bench ttfa if warm TTFA p95 exceeds this"),
     KeySpec("bench.runs", int, 5, "timed runs per text"),

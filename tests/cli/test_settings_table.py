@@ -78,6 +78,7 @@ def _rows() -> list[Row]:
         Row(chat, "chat.llm_model", "--llm-model"),
         Row(chat, "chat.system", "--system"),
         Row(chat, "chat.barge_in_ms", "--barge-in-ms"),
+        Row(chat, "chat.final_asr", "--final-model"),
         Row(ttfa, "tts.voice", "--voice"),
         Row(ttfa, "bench.runs", "--runs"),
         Row(ttfa, "bench.warmup", "--warmup"),

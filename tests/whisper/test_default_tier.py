@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from tests.whisper.conftest import installed
 from tests.whisper.test_live_tier import _plant
 from voxcli.asr import live_tier
-from voxcli.asr.models import ACCURATE_ASR, DEFAULT_ASR, default_asr
+from voxcli.asr.models import ACCURATE_ASR, DEFAULT_ASR, chat_final_asr, default_asr
 from voxcli.cli.app import app
 
 runner = CliRunner()
@@ -89,3 +89,39 @@ def test_a_batch_names_the_default_once_in_the_driver(real_cache, speech_samples
     assert [r.status for r in results] == ["done"]
     manifest = json.loads(next(out.glob("*manifest*")).read_text())
     assert ACCURATE_ASR in json.dumps(manifest) and DEFAULT_ASR not in json.dumps(manifest)
+
+
+def test_chat_decodes_its_finals_on_the_accurate_tier_where_it_is_the_default(real_cache):
+    """Issue 14's two passes: chat's captions on the fast tier, its finals on the accurate one, chosen by the
+    same measured record as the default recognizer; a configured value wins ("none" turns it off)."""
+    installed(ACCURATE_ASR)
+    assert chat_final_asr(None, DEFAULT_ASR) is None  # not timed here: chat as before
+    _plant(ACCURATE_ASR, 0.3)
+    assert chat_final_asr(None, DEFAULT_ASR) == ACCURATE_ASR
+    assert chat_final_asr(None, ACCURATE_ASR) is None  # chat runs the accurate tier already
+    assert chat_final_asr(None, "whisper-tiny-en") is None  # a recognizer the user chose is left alone
+    assert chat_final_asr("none", DEFAULT_ASR) is None and chat_final_asr("Off", DEFAULT_ASR) is None
+    assert chat_final_asr("whisper-base", DEFAULT_ASR) == "whisper-base"
+
+
+def test_chat_logs_both_recognizers_and_final_model_none_turns_the_second_off(real_cache, tmp_path):
+    from tests.llm.chat_completions_server import ChatServer, Script
+    from voxcli.audio.files import AtomicAudioWriter
+    from voxcli.tts.streamer import load_voice
+
+    _plant(ACCURATE_ASR, 0.3)
+    voice = load_voice()
+    q = tmp_path / "q.wav"
+    with AtomicAudioWriter(q, voice.sample_rate) as w:
+        w.write(voice.synthesize("What is the capital of France?"))
+    data = tmp_path / "data"  # each test's own (tests/conftest.py): the turn log and the tier record
+    seen = {}
+    for flag in ([], ["--final-model", "none"]):
+        with ChatServer(Script(replies=["Paris."], token_delay=0.01)) as srv:
+            r = runner.invoke(app, ["chat", "--llm-url", srv.url, "--input", str(q), "-o", str(tmp_path / "r.wav"),
+                                    *flag])
+        assert r.exit_code == 0, r.stderr
+        last = json.loads((data / "turns.jsonl").read_text().splitlines()[-1])
+        assert "capital of france" in last["user"].lower(), last["user"]
+        seen[tuple(flag)] = last["asr"]
+    assert seen == {(): f"{DEFAULT_ASR}+{ACCURATE_ASR}", ("--final-model", "none"): DEFAULT_ASR}

@@ -94,6 +94,24 @@ def chat_asr(configured: str | None = None) -> str:
     return configured or DEFAULT_ASR
 
 
+NO_FINAL: Final = ("none", "off")
+"""`chat.final_asr` values that turn the second pass off."""
+
+
+def chat_final_asr(configured: str | None, chat_model: str) -> str | None:
+    """The recognizer that decodes the finals of chat's utterances (`ASRStreamer.final_model`), or None.
+
+    Why: the fast tier mishears a barging-in user's first words rebuilt from under the echo ("It was best at
+    times"); the accurate tier, decoding only each utterance's final inside the endpoint hold, hears them
+    (issue 14: WER 0.135 -> 0.016 over 16 interleaved barge-ins through the room fixture, README "Two
+    passes"). Unset: the accurate tier where it is this machine's default recognizer (installed and timed
+    live: `default_asr`) and chat runs the fast one; "none" turns it off; any other value names the model.
+    """
+    if configured is not None:
+        return None if configured.strip().lower() in NO_FINAL else configured
+    return ACCURATE_ASR if chat_model == DEFAULT_ASR and default_asr() == ACCURATE_ASR else None
+
+
 def default_asr() -> str:
     """The recognizer used when none is named: the accurate tier where this machine runs it live, else the fast one.
 

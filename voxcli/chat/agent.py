@@ -43,7 +43,7 @@ from voxcli.chat.listening import ListeningMixin
 from voxcli.chat.preempt import PreemptMixin
 from voxcli.chat.turn import FeedClock, PendingTurn, Reply, Speaker, Utterance, cut_off_reason
 from voxcli.chat.turn_gate import TurnGate
-from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, make_record, name_of
+from voxcli.chat.turnlog import TurnClock, TurnRecord, append_turn, asr_name, make_record, name_of
 from voxcli.asr.endpointer import VADConfig
 from voxcli.config import DEFAULT_BARGE_IN_MS, DEFAULT_ENDPOINT_MS
 from voxcli.events import AudioChunk, BargeIn, Caption, Notice, Spoken, TurnStart
@@ -340,7 +340,7 @@ class Agent(ListeningMixin, PreemptMixin):
             self.history.append("assistant", heard)
         wasted, self._wasted_logged = self.wasted_preemptive - self._wasted_logged, self.wasted_preemptive
         rec = make_record(reply.turn, reply.clock, user=pending.text, assistant=heard or "", interrupted=reply.barged,
-                          cut_off=cut_off, llm=name_of(self.llm), asr=name_of(getattr(self.asr, "model", None)),
+                          cut_off=cut_off, llm=name_of(self.llm), asr=asr_name(self.asr),
                           llm_metrics=metrics, preemptive=reply.speculation is not None, wasted_preemptive=wasted,
                           detector=pending.detector)
         self.records.append(rec)

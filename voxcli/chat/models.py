@@ -116,14 +116,14 @@ HOLD_FROM: Final = "speech"
 
 
 def chat_streamer(engine: Any, vad: Any, endpoint_ms: float = DEFAULT_ENDPOINT_MS,
-                  hold_from: str = HOLD_FROM, lockstep: bool = False) -> Any:
+                  hold_from: str = HOLD_FROM, lockstep: bool = False, final_engine: Any = None) -> Any:
     """Chat's ASRStreamer on `engine` and `vad` (the shared one): also what benchmarks replay chat's decode with
     (`lockstep`: theirs, deterministic; chat's own is paced by the microphone)."""
     from voxcli.asr.endpointer import VADConfig
     from voxcli.asr.streamer import ASRStreamer
 
     return ASRStreamer(engine, vad, vad_config=VADConfig(endpoint_ms=endpoint_ms), hold_from=hold_from,
-                       tail_from_speech=hold_from == "speech", lockstep=lockstep)
+                       tail_from_speech=hold_from == "speech", lockstep=lockstep, final_model=final_engine)
 
 
 def open_chat_models(
@@ -132,6 +132,7 @@ def open_chat_models(
     llm_model: str | None = None,
     voice: str | None = None,
     asr_model: str | None = None,
+    final_asr: str | None = None,
     endpoint_ms: float = DEFAULT_ENDPOINT_MS,
     endpoint: str = "vad",
     hold_from: str = HOLD_FROM,
@@ -147,6 +148,9 @@ def open_chat_models(
     own on-device model when it is local -- lengthens the hold mid-phrase: `voxcli.chat.turn_gate`).
     `hold_from`: where the streamer's hold starts ("speech": the last speech sample; "vad": Silero's
     first silence frame, ~60-150 ms later).
+    `final_asr`: a second recognizer for the finals of the utterances (`ASRStreamer.final_model`), e.g.
+    moonshine-base-en under the fast tier: the captions keep the fast model's pace, the LLM reads the
+    accurate one's words (benchmarks/bench_barge_in.py --arms onset,onset-final).
     `llm_options` go to `voxcli.llm.open_llm` as they are (api_key_env, max_tokens,
     first_token_timeout, ...).
     """
@@ -177,5 +181,11 @@ def open_chat_models(
     # the hold counts from the last speech sample (not Silero's later silence frame): the agent times
     # its turns from this streamer's own endpoint (UtteranceEdge), so nothing else has to agree with it
     # (and so does the final's end pad: the speculative final, and the reply started on it, come sooner)
-    asr = chat_streamer(engine, vad, endpoint_ms, hold_from)
+    final = None
+    if final_asr:
+        from voxcli.asr.models import load_engine
+        from voxcli.hub.resolve import resolve_model
+
+        final = load_engine(resolve_model(final_asr, kind="asr", offline=offline), threads=budget.asr)
+    asr = chat_streamer(engine, vad, endpoint_ms, hold_from, final_engine=final)
     return ChatModels(llm=llm, voice=voice_obj, asr=asr, vad=vad, budget=budget, turn_detector=detector)

@@ -39,8 +39,9 @@ One JSON object per line in `voxcli.config.turn_log_path()` (the data dir's
   the turn detector's verdict on the user's words; `{}` in vad mode), and
   `audio_ready_ms` (the first audio existed; earlier than `first_audio_ms` when a
   preemptive reply waited for the endpoint's verdict before playing it), and
-  `asr` (the recognizer that heard the user, e.g. "moonshine-tiny-en": the
-  turn's ASR tail depends on it; "" when unknown).
+  `asr` (the recognizer that heard the user, e.g. "moonshine-tiny-en", and the
+  one that decoded the finals after a "+": the turn's ASR tail depends on them;
+  "" when unknown).
 """
 from __future__ import annotations
 
@@ -110,6 +111,13 @@ class TurnRecord(Event):
 def name_of(obj: Any) -> str:
     """What a turn record calls an LLM client or an ASR engine: its `name`, else its type ("" for none)."""
     return "" if obj is None else str(getattr(obj, "name", type(obj).__name__))
+
+
+def asr_name(streamer: Any) -> str:
+    """The recognizer(s) of a streamer: "moonshine-tiny-en", or "moonshine-tiny-en+moonshine-base-en" when a
+    second model decodes the finals (`ASRStreamer.final_model`)."""
+    final = getattr(streamer, "final_model", None)
+    return name_of(getattr(streamer, "model", None)) + (f"+{name_of(final)}" if final is not None else "")
 
 
 def _ms(t: float | None, origin: float | None) -> float | None:

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from voxcli.cli.complete import complete_input_device
+from voxcli.cli.complete import complete_asr_model, complete_input_device
 from voxcli.cli.errors import STATE, device_hint, err, guarded
 from voxcli.cli.options import (
     EndpointMsOpt,
@@ -58,6 +58,7 @@ is never printed or logged.
   voxcli chat --llm-url https://api.openai.com/v1 --llm-model gpt-4o-mini --api-key-env OPENAI_API_KEY
   voxcli chat --half-duplex                            mic closed while it speaks
   voxcli chat --no-aec                                 headphones: no echo cancelling
+  voxcli chat --final-model none                       finals on --model's recognizer too (less CPU)
   voxcli chat --input q1.wav --input q2.wav --output replies.wav --json
   voxcli chat --input q1.wav --input stop.wav@1.5 -o replies.wav   interrupt the reply 1.5 s in
 """
@@ -89,12 +90,14 @@ class ChatSettings:
     """Speaker (config devices.output); None: the system default."""
     flush_ms: float = 1500.0
     """Reply text stalled this long without a boundary is spoken (config tts.max_buffer_flush_ms; 0 = off)."""
+    final_asr: str | None = None
+    """The finals' recognizer as configured (config chat.final_asr); None: chosen (`asr.models.chat_final_asr`)."""
 
 
 def chat_settings(*, llm_url: str | None = None, llm_model: str | None = None, system: str | None = None,
                   voice: str | None = None, model: str | None = None, endpoint_ms: float | None = None,
                   barge_in_ms: float | None = None, device: str | None = None,
-                  endpoint: str | None = None) -> ChatSettings:
+                  endpoint: str | None = None, final_model: str | None = None) -> ChatSettings:
     """Lay the flags (None = not given) over env, config and the defaults table.
 
     `--device` names one device for both directions (a headset, a PulseAudio
@@ -109,6 +112,7 @@ def chat_settings(*, llm_url: str | None = None, llm_model: str | None = None, s
         "endpoint_ms": ("asr.endpoint_ms", endpoint_ms), "barge_in_ms": ("chat.barge_in_ms", barge_in_ms),
         "endpoint": ("asr.endpoint", endpoint), "flush_ms": ("tts.max_buffer_flush_ms", None),
         "mic_device": ("devices.input", device), "speaker_device": ("devices.output", device),
+        "final_asr": ("chat.final_asr", final_model),
     }
     values = {name: resolve(key, flag_value, config=cfg) for name, (key, flag_value) in given.items()}
     for name in ("endpoint_ms", "barge_in_ms", "flush_ms"):
@@ -134,6 +138,7 @@ def chat(
     agc: Annotated[bool, flag("--agc", help="With echo cancellation: WebRTC automatic gain control on the microphone.")] = False,
     device: Annotated[Optional[str], typer.Option("--device", "-d", show_default=False, autocompletion=complete_input_device, help="Microphone and speaker: device index or name part (default: config devices.input for the mic, devices.output for the speaker; see `voxcli devices`).")] = None,
     model: ModelOpt = None,
+    final_model: Annotated[Optional[str], typer.Option("--final-model", metavar="MODEL|none", show_default=False, autocompletion=complete_asr_model, help="Recognizer that decodes each utterance's final transcript, what the LLM reads (the captions stay on --model's); 'none': --model's. Default: config chat.final_asr, else moonshine-base-en where it is this machine's default recognizer and chat runs moonshine-tiny-en: it hears a user who talks over the reply better.")] = None,
     input_: Annotated[Optional[list[str]], typer.Option("--input", "-i", metavar="FILE[@T]", help="Speak this file instead of the mic (repeatable); FILE@T starts T s into the previous reply.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", show_default=False, help="With --input: write what the assistant said (as heard) to this WAV/FLAC.")] = None,
     voice: VoiceOpt = None,
@@ -158,7 +163,8 @@ def chat(
 
         check_output_path(output)  # a directory in the way, or no directory, fails before four models load
     settings = chat_settings(llm_url=llm_url or llm, llm_model=llm_model, system=system, voice=voice, model=model,
-                             endpoint_ms=endpoint_ms, barge_in_ms=barge_in_ms, device=device, endpoint=endpoint)
+                             endpoint_ms=endpoint_ms, barge_in_ms=barge_in_ms, device=device, endpoint=endpoint,
+                             final_model=final_model)
     inputs = _read_inputs(input_ or [])
     if not inputs:
         from voxcli.audio.devices import list_devices
@@ -238,13 +244,16 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
          json_lines: bool, quiet: bool, log_turns: bool) -> None:
     from voxcli.audio.virtual import VirtualSpeaker
     from voxcli.chat.agent import Agent, AgentConfig
+    from voxcli.asr.models import chat_asr, chat_final_asr
     from voxcli.chat.models import open_chat_models
     from voxcli.cli.views.chat import chat_view
 
+    final_asr = chat_final_asr(settings.final_asr, chat_asr(settings.asr_model))
+    log.info("finals decoded by %s", final_asr or "the same recognizer")
     models = open_chat_models(
         url=settings.url, llm_model=settings.llm_model, api_key_env=api_key_env, max_tokens=max_tokens,
         first_token_timeout=first_token_timeout, progress_timeout=progress_timeout,
-        voice=settings.voice, asr_model=settings.asr_model,
+        voice=settings.voice, asr_model=settings.asr_model, final_asr=final_asr,
         endpoint_ms=settings.endpoint_ms, endpoint=settings.endpoint, offline=STATE.offline or None,
     )
     b = models.budget
