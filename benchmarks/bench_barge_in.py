@@ -181,13 +181,13 @@ def wait(cond: Any, timeout: float, step: float = 0.01) -> bool:
 
 def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
     from tests.llm.chat_completions_server import ChatServer, Script
+    from voxcli.asr.models import ACCURATE_ASR, chat_asr, chat_final_asr
     from voxcli.audio import doubletalk
     from voxcli.audio.aec import CancelledMic, EchoCanceller
     from voxcli.audio.devices import MicCapture
     from voxcli.audio.player import Player
     from voxcli.audio.virtual import DeviceSpeaker
     from voxcli.chat.agent import Agent, AgentConfig
-    from voxcli.asr.models import ACCURATE_ASR, chat_asr, chat_final_asr
     from voxcli.chat.models import open_chat_models
     from voxcli.events import BargeIn
 
@@ -263,6 +263,7 @@ def session(args: argparse.Namespace, sinks: Any) -> list[dict[str, Any]]:
                     loud = [t for t, r in list(levels) if t > t0 and r > 0.02]
                     row["voice_fed_ms"] = round(1000 * (loud[0] - t0)) if loud else None
                 row.update(stop=arm, share=doubletalk.SHARE, load=round(os.getloadavg()[0], 2),
+                           final_asr=getattr(models.asr.final_model, "name", None),
                            patches=len(probe.patches),
                            rebuilt_by=canceller.mask.rebuilt_by, raw_kept_s=canceller.mask.raw_kept_s,
                            echo_delay_ms=None if (d := canceller.detector.delay.lag) is None else round(1000 * d / SR, 1),

@@ -270,6 +270,17 @@ def test_overlap_is_measured_on_the_installed_streamer(real_cache):
     assert total_ms(b) == pytest.approx(max(o.confirm_ms, o.ready_ms), abs=1.0)
 
 
+def test_overlap_with_chats_second_pass_times_the_final_models_tail(real_cache):
+    """Where chat decodes its finals on moonshine-base-en (two passes), the ledger's ASR tail is that model's."""
+    from voxcli.asr.models import ACCURATE_ASR, DEFAULT_ASR
+    from voxcli.bench.ledger_overlap import measure_overlap
+
+    one = measure_overlap(hold_ms=300, agreement=2, step_ms=500, runs=1, model=DEFAULT_ASR)
+    two = measure_overlap(hold_ms=300, agreement=2, step_ms=500, runs=1, model=DEFAULT_ASR, final_model=ACCURATE_ASR)
+    assert (one.model, two.model) == (DEFAULT_ASR, f"{DEFAULT_ASR}+{ACCURATE_ASR}")
+    assert 0 < one.tail_ms < 2000 and 0 < two.tail_ms < 2000 and two.final_ms >= two.confirm_ms - 1
+
+
 def test_overlap_tells_a_serial_engine_from_one_that_decodes_during_the_hold(real_cache):
     """The same streamer with its final decode after the endpoint (the engine before #13) and during the hold."""
     from voxcli.bench.ledger_overlap import measure_overlap

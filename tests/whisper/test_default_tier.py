@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.whisper.conftest import installed
@@ -102,6 +103,21 @@ def test_chat_decodes_its_finals_on_the_accurate_tier_where_it_is_the_default(re
     assert chat_final_asr(None, "whisper-tiny-en") is None  # a recognizer the user chose is left alone
     assert chat_final_asr("none", DEFAULT_ASR) is None and chat_final_asr("Off", DEFAULT_ASR) is None
     assert chat_final_asr("whisper-base", DEFAULT_ASR) == "whisper-base"
+    assert chat_final_asr(DEFAULT_ASR, DEFAULT_ASR) is None and chat_final_asr(" ", DEFAULT_ASR) is None  # no 2nd copy
+
+
+def test_a_chosen_final_model_that_cannot_load_leaves_chat_on_one_recognizer(real_cache, caplog):
+    """Chosen by the tier record (not configured), a final model that fails to load (here: a name the cache does not
+    know) is a warning and chat runs on its recognizer alone, as before; configured, it is the error it is."""
+    from voxcli.chat.models import open_chat_models
+
+    with caplog.at_level("WARNING", logger="voxcli"):
+        models = open_chat_models(url="http://127.0.0.1:9/v1", final_asr="no-such-final-asr", final_optional=True,
+                                  offline=True)
+    assert models.asr.final_model is None and "no-such-final-asr" in caplog.text
+    models.asr.cancel()
+    with pytest.raises(Exception, match="no-such-final-asr"):
+        open_chat_models(url="http://127.0.0.1:9/v1", final_asr="no-such-final-asr", offline=True)
 
 
 def test_chat_logs_both_recognizers_and_final_model_none_turns_the_second_off(real_cache, tmp_path):

@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from voxcli.asr.streamer import ASREngine
+from voxcli.asr.engine import ASREngine
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, FrameScorer, VADConfig
 
 Piece = tuple[int, int, np.ndarray]  # absolute [start, end) samples and their audio

@@ -16,7 +16,7 @@ from voxcli.errors import UsageError
 
 if TYPE_CHECKING:
     from voxcli.asr.endpointer import FrameScorer
-    from voxcli.asr.streamer import ASREngine
+    from voxcli.asr.engine import ASREngine
     from voxcli.hub.resolve import ModelBundle
 
 DEFAULT_ASR: Final = "moonshine-tiny-en"
@@ -105,10 +105,12 @@ def chat_final_asr(configured: str | None, chat_model: str) -> str | None:
     times"); the accurate tier, decoding only each utterance's final inside the endpoint hold, hears them
     (issue 14: WER 0.135 -> 0.016 over 16 interleaved barge-ins through the room fixture, README "Two
     passes"). Unset: the accurate tier where it is this machine's default recognizer (installed and timed
-    live: `default_asr`) and chat runs the fast one; "none" turns it off; any other value names the model.
+    live: `default_asr`) and chat runs the fast one; "none" (or "off", or chat's own model) turns it off; any
+    other value names the model.
     """
     if configured is not None:
-        return None if configured.strip().lower() in NO_FINAL else configured
+        name = configured.strip()
+        return None if not name or name.lower() in NO_FINAL or name == chat_model else name
     return ACCURATE_ASR if chat_model == DEFAULT_ASR and default_asr() == ACCURATE_ASR else None
 
 

@@ -27,17 +27,25 @@ def open_asr_streamer(
     speculative: bool = True,
     hold_from: HoldFrom = "vad",
     tail_from_speech: bool = False,
+    final_model: str | None = None,
 ) -> ASRStreamer:
     """The library entry point: resolve the models by name and start a streamer.
 
     `threads`: the model's intra-op threads (None: the session policy's). `step_ms`, `agreement` None: the model's.
     `tail_from_speech` (with hold_from="speech", as chat runs): the final's end pad counts from the last
     speech sample too, so the speculative final is ready ~a VAD decay earlier; its span then differs from
-    `voxcli transcribe`'s, whose pad counts from the VAD's silence onset."""
+    `voxcli transcribe`'s, whose pad counts from the VAD's silence onset. `final_model`: a second recognizer for the
+    finals and cuts (`ASRStreamer.final_model`: chat's two passes)."""
     if language not in ("en", "english"):
         raise UsageError(f"language {language!r} is not supported by {model or 'moonshine-tiny-en'} (English only)")
     asr, vad = load_asr(model, offline=offline, threads=threads)
+    final = None
+    if final_model:
+        from voxcli.asr.models import load_engine
+        from voxcli.hub.resolve import resolve_model
+
+        final = load_engine(resolve_model(final_model, kind="asr", offline=offline), threads=threads)
     return ASRStreamer(
         asr, vad, agreement=agreement, step_ms=step_ms, vad_config=VADConfig(endpoint_ms=endpoint_ms),
         max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s, speculative=speculative,
-        hold_from=hold_from, tail_from_speech=tail_from_speech)
+        hold_from=hold_from, tail_from_speech=tail_from_speech, final_model=final)

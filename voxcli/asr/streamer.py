@@ -23,40 +23,32 @@ Back-pressure: `send(a)` (files, pipes) waits for room: unpaced input is consume
 bounded, lossless; `send(a, block=False)` (a mic callback must never stall) drops the OLDEST waiting audio
 past `max_pending_s` (drop-behind, `stats.dropped_s`). `Caption.t_audio`: audio heard. `patch(sample, a)`:
 audio sent earlier, corrected since (`asr/buffer.py`); `expect_patch()` announces one. An utterance that
-begins at a patch is decoded after `PATCH_LEAD_S` of silence and commits after `PATCH_COMMIT_S`."""
+begins at a patch is decoded after `PATCH_LEAD_S` of silence and commits after `PATCH_COMMIT_S`.
+`final_model` (two passes): a second model decodes the finals and cuts (forced with the stable words where its
+words cannot be lined up with them); the re-decodes stay on the first. Words the captions committed stay where
+it disagrees (the ratchet); an utterance that begins at a patch then commits nothing before its final."""
 from __future__ import annotations
 
 import queue
 import threading
 import time
-from typing import Iterator, Literal, Protocol
+from typing import Iterator
 
 import numpy as np
 
 from voxcli.asr.agreement import LocalAgreement
 from voxcli.asr.buffer import PATCH_COMMIT_S, PATCH_LEAD_S, WorkerBuffer
 from voxcli.asr.drafting import OnsetDraft
+from voxcli.asr.engine import ASREngine, HoldFrom
 from voxcli.asr.inbox import AudioInbox, Patch
 from voxcli.asr.speculation import Speculation, Speculator, Subscriber
 from voxcli.asr.stats import ASRStats
 from voxcli.config import DEFAULT_AGREEMENT, DEFAULT_STEP_MS
 from voxcli.asr.endpointer import FRAME, SAMPLE_RATE, Endpointer, FrameScorer, VADConfig, last_speech_sample
 from voxcli.errors import Cancelled, UsageError
-from voxcli.events import Caption, Word
+from voxcli.events import Caption
 
-__all__ = ["ASREngine", "ASRStats", "ASRStreamer"]
-
-HoldFrom = Literal["vad", "speech"]
-"""Where the endpoint hold starts: the VAD's first silence frame (as `speech_segments` counts it), or the last
-speech sample (the seed's ledger; chat)."""
-
-
-class ASREngine(Protocol):
-    """What the streamer needs from a model (DESIGN.md); one with `drafts = True` also takes `draft=` (unforced)."""
-
-    sample_rate: int
-
-    def transcribe(self, audio: np.ndarray, prompt: str | None = None) -> list[Word]: ...
+__all__ = ["ASREngine", "ASRStats", "ASRStreamer", "HoldFrom"]
 
 
 class ASRStreamer:
@@ -168,8 +160,11 @@ class ASRStreamer:
             self._finished = True
         self._inbox.close(cancel=True)
 
-    pending_s = property(lambda self: self._inbox.pending / SAMPLE_RATE,
-                         doc="Audio sent but not yet taken by the worker (its lag behind the input).")
+    @property
+    def pending_s(self) -> float:
+        """Audio sent but not yet taken by the worker (its lag behind the input)."""
+        return self._inbox.pending / SAMPLE_RATE
+
     text = property(lambda self: "\n".join(self.utterances), doc="The transcript so far, one utterance per line.")
 
     # ---- worker side -------------------------------------------------
@@ -269,11 +264,11 @@ class ASRStreamer:
         span = 0 if self._utt_start is None else self._buf_end - self._utt_start
         self.stats.max_buffer_s = max(self.stats.max_buffer_s, span / SAMPLE_RATE)
 
-    def _decode(self, start: int, end: int, prompt: bool = True) -> list[str]:
+    def _decode(self, start: int, end: int, prompt: bool = True, final: bool = False) -> list[str]:
         # Stable words (no punctuation) forced as the prefix: cheaper, consistent. Unforced decodes (finals, cuts)
-        # run on `final_model` if given: two passes, the fast model's captions and the accurate one's transcript.
-        text = self.agreement.prompt if prompt else ""
-        model = self.model if prompt or self.final_model is None else self.final_model
+        # and a forced `final` run on `final_model` if given (read once: a caller may swap it between utterances).
+        text, fm = (self.agreement.prompt if prompt else ""), self.final_model
+        model = fm if fm is not None and (final or not prompt) else self.model
         draft = {} if prompt else self._draft.draft_for(model, self.agreement.words)  # finals and cuts only
         t = time.monotonic()
         audio = self._b.span(start, end)
@@ -355,7 +350,7 @@ class ASRStreamer:
         """Unforced; forced with the shown words when it cannot be lined up with them (`lines_up`)."""
         assert self._utt_start is not None
         words = self._decode(self._utt_start, end, prompt=False)
-        return words if self.agreement.lines_up(words) else self._decode(self._utt_start, end)
+        return words if self.agreement.lines_up(words) else self._decode(self._utt_start, end, final=True)
 
     def _settle_final(self, force: bool = False) -> None:
         """The endpoint's final decode, when one is waiting, unless an announced patch is due (`force`: now).

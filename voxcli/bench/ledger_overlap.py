@@ -53,7 +53,7 @@ class Overlap:
     runs: list[float]
     """final_ms of each run."""
     model: str = ""
-    """The recognizer measured: chat's (`asr.models.chat_asr`), the one the turn runs."""
+    """The recognizer measured: chat's (`asr.models.chat_asr`), the one the turn runs; "+" its finals' (two passes)."""
 
     @property
     def hold_start_ms(self) -> float:
@@ -179,10 +179,11 @@ def _median(values: list[float | None]) -> float | None:
 
 def measure_overlap(*, hold_ms: float, agreement: int, step_ms: int, runs: int = 2, lead_s: float = 2.0,
                     offline: bool | None = None, streamer_options: dict[str, Any] | None = None,
-                    model: str | None = None) -> Overlap:
+                    model: str | None = None, final_model: str | None = None) -> Overlap:
     """Run the installed streamer `runs` times with this configuration; see the module docstring.
 
-    `streamer_options`: more keyword arguments for `open_asr_streamer` (e.g. `speculative=False`).
+    `streamer_options`: more keyword arguments for `open_asr_streamer` (e.g. `speculative=False`); `final_model`:
+    chat's second pass (`asr.models.chat_final_asr`), whose decode is then the tail.
     """
     import voxcli
     from voxcli.asr.models import chat_asr
@@ -192,16 +193,17 @@ def measure_overlap(*, hold_ms: float, agreement: int, step_ms: int, runs: int =
     start = end = 0
     for i in range(runs):
         streamer = voxcli.open_asr_streamer(chat_asr(model), agreement=agreement, step_ms=step_ms, endpoint_ms=hold_ms,
-                                            offline=offline, **(streamer_options or {}))
+                                            offline=offline, final_model=final_model, **(streamer_options or {}))
         if i == 0:
             start, end = _last_utterance(streamer.vad, audio)
             streamer.vad.reset()
         timelines.append(_one_run(streamer, audio[:end], hold_ms, lead_s))
     pad = np.zeros(int(0.2 * SAMPLE_RATE), dtype=np.float32)  # the streamer's 200 ms pad after the end
-    tail = _tail_ms(streamer.model, np.concatenate([audio[start:end], pad]))
+    tail = _tail_ms(streamer.final_model or streamer.model, np.concatenate([audio[start:end], pad]))
     final = statistics.median([float(t["final"]) for t in timelines])  # type: ignore[arg-type]
     confirmed, ready = _median([t["confirmed"] for t in timelines]), _median([t["ready"] for t in timelines])
     speculative = confirmed is not None and ready is not None
+    names = "+".join(str(getattr(m, "name", "")) for m in (streamer.model, streamer.final_model) if m is not None)
     return Overlap(hold_ms, tail, confirmed if speculative else max(0.0, final - tail),
                    ready if speculative else final, final, speculative,
-                   [float(t["final"]) for t in timelines], getattr(streamer.model, "name", ""))  # type: ignore[arg-type]
+                   [float(t["final"]) for t in timelines], names)  # type: ignore[arg-type]

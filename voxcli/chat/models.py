@@ -10,6 +10,7 @@ spinning off, so a pool that is idle costs nothing).
 """
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -126,6 +127,20 @@ def chat_streamer(engine: Any, vad: Any, endpoint_ms: float = DEFAULT_ENDPOINT_M
                        tail_from_speech=hold_from == "speech", lockstep=lockstep, final_model=final_engine)
 
 
+def _final_engine(name: str, optional: bool, first: str, offline: bool | None, threads: int) -> Any:
+    """The second pass's engine (`open_chat_models`' `final_asr`); None when `optional` and it cannot load."""
+    from voxcli.asr.models import load_engine
+    from voxcli.hub.resolve import resolve_model
+
+    try:
+        return load_engine(resolve_model(name, kind="asr", offline=offline), threads=threads)
+    except Exception as e:  # noqa: BLE001 - a second pass chosen for the user must never stop the chat
+        if not optional:
+            raise
+        logging.getLogger("voxcli").warning("warning: finals on %s alone: %s did not load (%s)", first, name, e)
+        return None
+
+
 def open_chat_models(
     *,
     url: str | None = None,
@@ -133,6 +148,7 @@ def open_chat_models(
     voice: str | None = None,
     asr_model: str | None = None,
     final_asr: str | None = None,
+    final_optional: bool = False,
     endpoint_ms: float = DEFAULT_ENDPOINT_MS,
     endpoint: str = "vad",
     hold_from: str = HOLD_FROM,
@@ -150,7 +166,8 @@ def open_chat_models(
     first silence frame, ~60-150 ms later).
     `final_asr`: a second recognizer for the finals of the utterances (`ASRStreamer.final_model`), e.g.
     moonshine-base-en under the fast tier: the captions keep the fast model's pace, the LLM reads the
-    accurate one's words (benchmarks/bench_barge_in.py --arms onset,onset-final).
+    accurate one's words (benchmarks/bench_barge_in.py --arms onset,onset-final). `final_optional` (chosen, not
+    configured): one that cannot load is a warning and the first recognizer decodes the finals, as before.
     `llm_options` go to `voxcli.llm.open_llm` as they are (api_key_env, max_tokens,
     first_token_timeout, ...).
     """
@@ -181,11 +198,6 @@ def open_chat_models(
     # the hold counts from the last speech sample (not Silero's later silence frame): the agent times
     # its turns from this streamer's own endpoint (UtteranceEdge), so nothing else has to agree with it
     # (and so does the final's end pad: the speculative final, and the reply started on it, come sooner)
-    final = None
-    if final_asr:
-        from voxcli.asr.models import load_engine
-        from voxcli.hub.resolve import resolve_model
-
-        final = load_engine(resolve_model(final_asr, kind="asr", offline=offline), threads=budget.asr)
+    final = _final_engine(final_asr, final_optional, chat_asr(asr_model), offline, budget.asr) if final_asr else None
     asr = chat_streamer(engine, vad, endpoint_ms, hold_from, final_engine=final)
     return ChatModels(llm=llm, voice=voice_obj, asr=asr, vad=vad, budget=budget, turn_detector=detector)

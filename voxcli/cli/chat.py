@@ -21,10 +21,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from voxcli.cli.complete import complete_asr_model, complete_input_device
+from voxcli.cli.complete import complete_input_device
 from voxcli.cli.errors import STATE, device_hint, err, guarded
 from voxcli.cli.options import (
     EndpointMsOpt,
+    FinalModelOpt,
     JsonOpt,
     ModelOpt,
     OfflineOpt,
@@ -138,7 +139,7 @@ def chat(
     agc: Annotated[bool, flag("--agc", help="With echo cancellation: WebRTC automatic gain control on the microphone.")] = False,
     device: Annotated[Optional[str], typer.Option("--device", "-d", show_default=False, autocompletion=complete_input_device, help="Microphone and speaker: device index or name part (default: config devices.input for the mic, devices.output for the speaker; see `voxcli devices`).")] = None,
     model: ModelOpt = None,
-    final_model: Annotated[Optional[str], typer.Option("--final-model", metavar="MODEL|none", show_default=False, autocompletion=complete_asr_model, help="Recognizer that decodes each utterance's final transcript, what the LLM reads (the captions stay on --model's); 'none': --model's. Default: config chat.final_asr, else moonshine-base-en where it is this machine's default recognizer and chat runs moonshine-tiny-en: it hears a user who talks over the reply better.")] = None,
+    final_model: FinalModelOpt = None,
     input_: Annotated[Optional[list[str]], typer.Option("--input", "-i", metavar="FILE[@T]", help="Speak this file instead of the mic (repeatable); FILE@T starts T s into the previous reply.")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", show_default=False, help="With --input: write what the assistant said (as heard) to this WAV/FLAC.")] = None,
     voice: VoiceOpt = None,
@@ -242,9 +243,9 @@ def _open_devices(settings: ChatSettings, rate: int, aec: Any = None) -> tuple[A
 def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, aec: Any, inputs: list[tuple[Any, Any]],
          output: Path | None, max_tokens: int | None, first_token_timeout: float, progress_timeout: float,
          json_lines: bool, quiet: bool, log_turns: bool) -> None:
+    from voxcli.asr.models import chat_asr, chat_final_asr
     from voxcli.audio.virtual import VirtualSpeaker
     from voxcli.chat.agent import Agent, AgentConfig
-    from voxcli.asr.models import chat_asr, chat_final_asr
     from voxcli.chat.models import open_chat_models
     from voxcli.cli.views.chat import chat_view
 
@@ -254,6 +255,7 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
         url=settings.url, llm_model=settings.llm_model, api_key_env=api_key_env, max_tokens=max_tokens,
         first_token_timeout=first_token_timeout, progress_timeout=progress_timeout,
         voice=settings.voice, asr_model=settings.asr_model, final_asr=final_asr,
+        final_optional=settings.final_asr is None,
         endpoint_ms=settings.endpoint_ms, endpoint=settings.endpoint, offline=STATE.offline or None,
     )
     b = models.budget

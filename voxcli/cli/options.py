@@ -83,6 +83,12 @@ ModelOpt = Annotated[Optional[str], typer.Option(
     "--model", "-m", help="ASR model name (default: config asr.model, else moonshine-base-en where `voxcli pull` "
     "timed it live on this machine, else moonshine-tiny-en; chat: moonshine-tiny-en; see `voxcli doctor`).",
     autocompletion=complete_asr_model, show_default=False)]
+FinalModelOpt = Annotated[Optional[str], typer.Option(
+    "--final-model", metavar="MODEL|none", help="Recognizer of each utterance's final transcript, what the LLM reads "
+    "(the captions stay on --model's; words they committed stay); 'none' or 'off': --model's. Default: config "
+    "chat.final_asr, else moonshine-base-en where it is this machine's default recognizer and chat runs "
+    "moonshine-tiny-en: it hears a user who talks over the reply better.",
+    autocompletion=complete_asr_model, show_default=False)]
 OutputDeviceOpt = Annotated[Optional[str], typer.Option(
     "--device", "-d", help="Speaker: device index or name part (default: config devices.output; see `voxcli devices`).",
     autocompletion=complete_output_device, show_default=False)]
