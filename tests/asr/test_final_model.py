@@ -3,8 +3,9 @@
 Why: through the issue's room fixture the barging-in user's first words are rebuilt from under the echo
 (`voxcli.audio.echo_mask`), and the fast tier mishears them ("It was best at times"): the 48 recorded
 barge-ins of 2026-12-03 decoded once, whole, gave WER 0.052 with moonshine-tiny-en and 0.010-0.021 with
-moonshine-base-en (`benchmarks/aec_session.py words --model`). The accurate model decodes only the
-unforced finals (and cuts), ~0.2 s for 3.5 s of speech on one thread, inside the 0.5 s endpoint hold.
+moonshine-base-en (`benchmarks/aec_session.py words --model`). The accurate model decodes the unforced finals
+(and cuts), ~0.2 s for 3.5 s of speech on one thread, inside the 0.5 s endpoint hold, and the forced retry of a
+final that cannot be lined up with the committed words.
 Both real models, chat's streamer settings, lockstep (the same decodes each run).
 """
 from __future__ import annotations
@@ -37,7 +38,7 @@ def test_the_final_is_the_accurate_models_and_the_captions_the_fast_ones(moonshi
     caps: list[Caption] = []
     text = run_patched(fast, vad_path, audio, None, after=0, captions=caps, final_model=final)
     caps = ended(caps)
-    assert final.calls and all(p is None for p in final.prompts)  # unforced decodes only: the finals
+    assert final.calls and all(p is None for p in final.prompts)  # unforced: on this clip the final lines up
     assert len(fast.calls) > len(final.calls)  # every re-decode of the captions on the fast one
     finals = [c for c in caps if c.is_final]
     assert len(finals) == 1 and finals[0].stable == text
@@ -61,4 +62,30 @@ def test_a_patched_utterance_commits_nothing_before_the_accurate_final(moonshine
     assert shown and all(not c.stable for c in shown) and any(c.volatile for c in shown), shown
     assert caps[-1].is_final and caps[-1].stable == text
     assert text.split() == _words(final.words[-1])
+    assert text.lower().startswith("it was the best of times"), text
+
+
+def test_a_final_that_cannot_be_lined_up_is_decoded_again_forced_on_the_accurate_model(
+        moonshine, vad_path, speech_samples, accurate, monkeypatch) -> None:
+    """Where the unforced final cannot be placed after the committed words (`LocalAgreement.lines_up`: "one two
+    three" heard as "1-2-3"), it is decoded again forced with them: on the accurate model too, not the fast one."""
+    from voxcli.asr.agreement import LocalAgreement
+
+    order: list[tuple[str, str | None]] = []
+
+    class Logged(Recorded):
+        def __init__(self, model, tag: str) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(model)
+            self.tag = tag
+
+        def transcribe(self, audio, prompt=None, **kw):  # type: ignore[no-untyped-def]
+            order.append((self.tag, prompt))
+            return super().transcribe(audio, prompt, **kw)
+
+    audio, *_ = covered_clip(speech_samples)
+    fast, final = Logged(moonshine, "fast"), Logged(accurate, "final")
+    monkeypatch.setattr(LocalAgreement, "lines_up", lambda self, words: not self.stable[self.frozen:])
+    text = run_patched(fast, vad_path, audio, None, after=0, final_model=final)
+    assert order[-2][0] == "final" and order[-2][1] is None, order[-3:]  # the unforced final, then
+    assert order[-1][0] == "final" and order[-1][1], order[-3:]  # its retry forced with the committed words
     assert text.lower().startswith("it was the best of times"), text

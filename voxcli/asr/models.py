@@ -110,7 +110,7 @@ def chat_final_asr(configured: str | None, chat_model: str) -> str | None:
     """
     if configured is not None:
         name = configured.strip()
-        return None if not name or name.lower() in NO_FINAL or name == chat_model else name
+        return None if not name or name.lower() in NO_FINAL or name.lower() == chat_model.lower() else name
     return ACCURATE_ASR if chat_model == DEFAULT_ASR and default_asr() == ACCURATE_ASR else None
 
 

@@ -137,7 +137,8 @@ def _final_engine(name: str, optional: bool, first: str, offline: bool | None, t
     except Exception as e:  # noqa: BLE001 - a second pass chosen for the user must never stop the chat
         if not optional:
             raise
-        logging.getLogger("voxcli").warning("warning: finals on %s alone: %s did not load (%s)", first, name, e)
+        logging.getLogger("voxcli").info("finals on %s alone: %s did not load (%s: %s)", first, name,
+                                         type(e).__name__, e)
         return None
 
 

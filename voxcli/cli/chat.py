@@ -250,7 +250,6 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
     from voxcli.cli.views.chat import chat_view
 
     final_asr = chat_final_asr(settings.final_asr, chat_asr(settings.asr_model))
-    log.info("finals decoded by %s", final_asr or "the same recognizer")
     models = open_chat_models(
         url=settings.url, llm_model=settings.llm_model, api_key_env=api_key_env, max_tokens=max_tokens,
         first_token_timeout=first_token_timeout, progress_timeout=progress_timeout,
@@ -258,6 +257,9 @@ def _run(settings: ChatSettings, *, api_key_env: str | None, half_duplex: bool, 
         final_optional=settings.final_asr is None,
         endpoint_ms=settings.endpoint_ms, endpoint=settings.endpoint, offline=STATE.offline or None,
     )
+    if final_asr and models.asr.final_model is None:  # chosen here, not configured: chat goes on with one
+        err(f"voxcli: warning: {final_asr} did not load (--verbose says why); finals on {chat_asr(settings.asr_model)}")
+    log.info("finals decoded by %s", getattr(models.asr.final_model, "name", None) or "the same recognizer")
     b = models.budget
     log.info("threads per model: TTS %d, ASR %d, VAD %d, LLM %d", b.tts, b.asr, b.vad, b.llm)
     client, rate = models.llm, models.voice.sample_rate
