@@ -99,14 +99,14 @@ def main() -> None:
         if not (found := sorted(Path(saved).glob("trial*.npz"))):
             raise SystemExit(f"no saved trials in {saved}: run bench_barge_in.py ... --save {saved}")
         trials += found
-    from voxcli.asr.models import chat_asr, load_asr
+    from voxcli.asr.models import chat_asr, load_asr, load_named
     from voxcli.bench.wer import word_errors
     from voxcli.chat.models import thread_budget
 
     engine, scorer = load_asr(chat_asr(), offline=True, threads=thread_budget(local_llm=True).asr)
     global FINAL
     if args.final_model:
-        FINAL = load_asr(args.final_model, offline=True, threads=thread_budget(local_llm=True).asr)[0]
+        FINAL = load_named(args.final_model, offline=True, threads=thread_budget(local_llm=True).asr)
     if args.patch_commit is not None:
         import voxcli.asr.streamer as st
 

@@ -78,14 +78,19 @@ def _load_engine(bundle: "ModelBundle", threads: int | None) -> "ASREngine":
     return MoonshineASR.load(bundle.path, name=bundle.name, threads=threads, int8_dir=int8_dir)
 
 
+def load_named(model: str, *, offline: bool | None = None, threads: int | None = None) -> "ASREngine":
+    """Resolve and load one ASR model by name, without a VAD (a second pass's: `ASRStreamer.final_model`)."""
+    from voxcli.hub.resolve import resolve_model
+
+    return load_engine(resolve_model(model, kind="asr", offline=offline), threads=threads)
+
+
 def load_asr(model: str | None = None, *, offline: bool | None = None,
              threads: int | None = None) -> tuple["ASREngine", "FrameScorer"]:
     """Resolve and load the ASR model and the VAD (both through the registry)."""
-    from voxcli.hub.resolve import resolve_model
     from voxcli.runtimes.silero_vad import SileroVAD
 
-    bundle = resolve_model(model or default_asr(), kind="asr", offline=offline)
-    return load_engine(bundle, threads=threads), SileroVAD.resolve(offline=offline)
+    return load_named(model or default_asr(), offline=offline, threads=threads), SileroVAD.resolve(offline=offline)
 
 
 def chat_asr(configured: str | None = None) -> str:

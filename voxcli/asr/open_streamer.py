@@ -6,7 +6,7 @@ loading models by name is the cache's business (`voxcli.asr.models`).
 from __future__ import annotations
 
 from voxcli.asr.endpointer import VADConfig
-from voxcli.asr.models import load_asr
+from voxcli.asr.models import load_asr, load_named
 from voxcli.asr.streamer import ASRStreamer, HoldFrom
 from voxcli.config import DEFAULT_ENDPOINT_MS
 from voxcli.errors import UsageError
@@ -39,12 +39,7 @@ def open_asr_streamer(
     if language not in ("en", "english"):
         raise UsageError(f"language {language!r} is not supported by {model or 'moonshine-tiny-en'} (English only)")
     asr, vad = load_asr(model, offline=offline, threads=threads)
-    final = None
-    if final_model:
-        from voxcli.asr.models import load_engine
-        from voxcli.hub.resolve import resolve_model
-
-        final = load_engine(resolve_model(final_model, kind="asr", offline=offline), threads=threads)
+    final = load_named(final_model, offline=offline, threads=threads) if final_model else None
     return ASRStreamer(
         asr, vad, agreement=agreement, step_ms=step_ms, vad_config=VADConfig(endpoint_ms=endpoint_ms),
         max_buffer_s=max_buffer_s, lockstep=lockstep, max_pending_s=max_pending_s, speculative=speculative,

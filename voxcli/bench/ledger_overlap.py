@@ -187,6 +187,7 @@ def measure_overlap(*, hold_ms: float, agreement: int, step_ms: int, runs: int =
     """
     import voxcli
     from voxcli.asr.models import chat_asr
+    from voxcli.chat.turnlog import asr_name
 
     audio = _speech(offline)
     timelines: list[dict[str, float | None]] = []
@@ -203,7 +204,6 @@ def measure_overlap(*, hold_ms: float, agreement: int, step_ms: int, runs: int =
     final = statistics.median([float(t["final"]) for t in timelines])  # type: ignore[arg-type]
     confirmed, ready = _median([t["confirmed"] for t in timelines]), _median([t["ready"] for t in timelines])
     speculative = confirmed is not None and ready is not None
-    names = "+".join(str(getattr(m, "name", "")) for m in (streamer.model, streamer.final_model) if m is not None)
     return Overlap(hold_ms, tail, confirmed if speculative else max(0.0, final - tail),
                    ready if speculative else final, final, speculative,
-                   [float(t["final"]) for t in timelines], names)  # type: ignore[arg-type]
+                   [float(t["final"]) for t in timelines], asr_name(streamer))  # type: ignore[arg-type]

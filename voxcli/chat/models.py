@@ -129,11 +129,10 @@ def chat_streamer(engine: Any, vad: Any, endpoint_ms: float = DEFAULT_ENDPOINT_M
 
 def _final_engine(name: str, optional: bool, first: str, offline: bool | None, threads: int) -> Any:
     """The second pass's engine (`open_chat_models`' `final_asr`); None when `optional` and it cannot load."""
-    from voxcli.asr.models import load_engine
-    from voxcli.hub.resolve import resolve_model
+    from voxcli.asr.models import load_named
 
     try:
-        return load_engine(resolve_model(name, kind="asr", offline=offline), threads=threads)
+        return load_named(name, offline=offline, threads=threads)
     except Exception as e:  # noqa: BLE001 - a second pass chosen for the user must never stop the chat
         if not optional:
             raise
